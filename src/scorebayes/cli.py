@@ -1,0 +1,141 @@
+"""The ``scorebayes`` command line: ``run``, ``demo`` and ``bench``.
+
+A thin layer over the Python API (DESIGN.md section 4). Bad input is reported as one
+line on stderr with exit code 2 (a traceback only with ``--debug``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import runpy
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from .config import ConfigError, load_config
+
+__all__ = ["main", "write_outputs"]
+
+
+def write_outputs(result, out_dir: Path, *, method: str, seed: int, seconds: float) -> dict:
+    """Write summary.json, samples.csv, pairplot.png (and posterior.nc if ArviZ is present)."""
+    posterior = result.posterior
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary = {
+        "method": method,
+        "seed": seed,
+        "seconds": round(seconds, 3),
+        "simulations": result.extra.get("simulations"),
+        "parameters": posterior.summary(),
+    }
+    for key, value in result.extra.items():
+        if key not in summary:
+            summary[key] = value
+    with open(out_dir / "summary.json", "w") as fh:
+        json.dump(summary, fh, indent=2)
+    posterior.to_csv(out_dir / "samples.csv")
+    posterior.pairplot(out_dir / "pairplot.png", truth=result.truth)
+    try:
+        import arviz  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        posterior.to_arviz().to_netcdf(str(out_dir / "posterior.nc"))
+    return summary
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .apps import get_runner
+
+    config_path = Path(args.config)
+    config = load_config(config_path)
+    seed = int(args.seed if args.seed is not None else config.get("seed", 0))
+    method = config["method"]
+    runner = get_runner(method)
+    out_dir = Path(args.out) if args.out else Path("runs") / config_path.stem
+    start = time.perf_counter()
+    result = runner(config, base_dir=config_path.parent.resolve(), out_dir=out_dir, seed=seed,
+                    progress=not args.quiet)
+    summary = write_outputs(result, out_dir, method=method, seed=seed,
+                            seconds=time.perf_counter() - start)
+    if not args.quiet:
+        print(result.posterior.format_summary(truth=result.truth))
+        print(f"wrote {out_dir}/summary.json, samples.csv, pairplot.png "
+              f"({summary['seconds']:.1f} s)")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    run_demo(Path(args.out), seed=args.seed or 0, progress=not args.quiet)
+    return 0
+
+
+def _find_benchmarks() -> Path:
+    here = Path(__file__).resolve()
+    for candidate in (Path.cwd() / "benchmarks", here.parents[2] / "benchmarks"):
+        if candidate.is_dir():
+            return candidate
+    raise ConfigError("benchmarks/ not found: run from the repository root (editable install)")
+
+
+def _cmd_bench(args: argparse.Namespace, rest: list[str]) -> int:
+    folder = _find_benchmarks()
+    script = folder / f"{args.name.replace('-', '_')}.py"
+    if not script.is_file():
+        names = sorted(p.stem.replace("_", "-") for p in folder.glob("*.py") if not p.stem.startswith("_"))
+        raise ConfigError(f"unknown benchmark {args.name!r}; available: {names}")
+    sys.argv = [str(script), *rest]
+    sys.path.insert(0, str(folder))
+    runpy.run_path(str(script), run_name="__main__")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="scorebayes", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run one inference from a TOML config")
+    run.add_argument("config")
+    run.add_argument("--out", help="output directory (default runs/<config name>)")
+    run.add_argument("--seed", type=int, help="overrides the config's seed")
+    run.add_argument("--quiet", action="store_true", help="no progress bars or summary")
+
+    demo = sub.add_parser("demo", help="a small built-in example, end to end")
+    demo.add_argument("--out", default="demo-output")
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--quiet", action="store_true")
+
+    bench = sub.add_parser("bench", help="run a benchmark from benchmarks/ (extra args passed on)")
+    bench.add_argument("name")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if rest and args.command != "bench":
+        parser.error(f"unrecognised arguments: {' '.join(rest)}")
+    try:
+        if args.command == "run":
+            return _cmd_run(args)
+        if args.command == "demo":
+            return _cmd_demo(args)
+        return _cmd_bench(args, rest)
+    except KeyboardInterrupt:
+        print("scorebayes: interrupted", file=sys.stderr)
+        return 130
+    except (ConfigError, ValueError, TypeError, FileNotFoundError, ImportError) as err:
+        if args.debug:
+            traceback.print_exc()
+        print(f"scorebayes: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
