@@ -57,7 +57,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     out_dir = Path(args.out) if args.out else Path("runs") / config_path.stem
     start = time.perf_counter()
     result = runner(config, base_dir=config_path.parent.resolve(), out_dir=out_dir, seed=seed,
-                    progress=not args.quiet)
+                    progress=not args.quiet and sys.stderr.isatty())
     summary = write_outputs(result, out_dir, method=method, seed=seed,
                             seconds=time.perf_counter() - start)
     if not args.quiet:
@@ -70,7 +70,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
-    run_demo(Path(args.out), seed=args.seed or 0, progress=not args.quiet)
+    run_demo(Path(args.out), seed=args.seed or 0, progress=not args.quiet and sys.stderr.isatty())
     return 0
 
 

@@ -32,8 +32,10 @@ def weighted_quantile(values: np.ndarray, weights: np.ndarray | None, q: float) 
     values = np.asarray(values, dtype=float)
     if weights is None:
         return float(np.quantile(values, q))
+    weights = np.asarray(weights, dtype=float)
+    values, weights = values[weights > 0], weights[weights > 0]  # zero weight: not in the sample
     order = np.argsort(values)
-    v, w = values[order], np.asarray(weights, dtype=float)[order]
+    v, w = values[order], weights[order]
     cdf = np.cumsum(w) / w.sum()
     # midpoint interpolation of the weighted empirical CDF
     mid = cdf - 0.5 * w / w.sum()

@@ -1,0 +1,175 @@
+"""CLI methods ``abc``, ``bsl`` and ``npe``: a config mapped onto :mod:`scorebayes.baselines`.
+
+``[options]`` holds keyword arguments of :func:`~scorebayes.baselines.abc_w1`,
+:func:`~scorebayes.baselines.bsl`, :func:`~scorebayes.baselines.npe` or
+:func:`~scorebayes.baselines.gaussian_npe`, plus these CLI-only keys:
+
+- ``summary`` (bsl, npe): ``"file.py:function"`` (``x [B, n, p] -> [B, k]``),
+  ``"mean_sd"`` (mean and SD of each column), ``"flatten"`` (npe: the raw data set) or
+  ``"model"`` (a built-in model's paper summaries). Default: the built-in model's
+  summaries if any, else ``"mean_sd"`` for bsl and ``"flatten"`` for npe.
+- ``estimator`` (npe): ``"maf"`` (``sbi``, default) or ``"gaussian"`` (Chatha et al.).
+- ``localize`` (all): ``true`` or a table of :func:`scorebayes.localize.localize` options;
+  the localized proposal :math:`q` then draws the table (abc, npe; reweighted by
+  :math:`\\pi/q`) or initialises and shapes the chains (bsl).
+- ``workers`` (abc, npe): simulate in a process pool of this many workers.
+
+``num_simulations`` defaults to 10,000 for abc and npe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Executor, ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..baselines import abc_w1, bsl, gaussian_npe, mean_sd_summary, npe
+from ..config import ConfigError, check_options, load_callable
+from ..parallel import derive_seed, make_generator
+from . import AppResult
+from .common import builtin_model, load_observed, load_prior, load_simulator, parameter_names
+
+__all__ = ["run"]
+
+FUNCTIONS: dict[str, Callable[..., Any]] = {"abc": abc_w1, "bsl": bsl}
+NPE_ESTIMATORS: dict[str, Callable[..., Any]] = {"maf": npe, "gaussian": gaussian_npe}
+# arguments filled in by the application, never from [options]
+RESERVED = ("x_obs", "prior", "simulator", "table", "sampler", "names", "generator",
+            "progress", "executor")
+CLI_KEYS = {"abc": ("localize", "workers"), "bsl": ("localize", "summary"),
+            "npe": ("localize", "workers", "summary", "estimator")}
+DEFAULT_SIMULATIONS = 10_000
+
+
+def _summary(spec: Any, method: str, config: dict, base_dir: Path, x_obs: torch.Tensor):
+    model = builtin_model(config)
+    if spec is None:
+        if model is not None and model.summary_fn is not None:
+            spec = "model"
+        else:
+            spec = "mean_sd" if method == "bsl" else "flatten"
+    if spec == "mean_sd":
+        fn = mean_sd_summary
+    elif spec == "flatten":
+        if method == "bsl":
+            raise ConfigError("[options] summary = \"flatten\" is for npe; bsl needs a summary")
+        return None
+    elif spec == "model":
+        if model is None or model.summary_fn is None:
+            raise ConfigError("[options] summary = \"model\" needs a built-in model with summaries")
+        fn = model.summary_fn
+    elif isinstance(spec, str):
+        fn = load_callable(spec, base_dir, what="[options] summary")
+    else:
+        raise ConfigError("[options] summary must be \"mean_sd\", \"flatten\", \"model\" or "
+                          "\"file.py:function\"")
+    try:
+        s = torch.as_tensor(fn(x_obs[None]))
+    except Exception as err:  # noqa: BLE001 - user code
+        raise ConfigError(f"[options] summary failed on the observed data: "
+                          f"{type(err).__name__}: {err}") from None
+    if s.dim() != 2 or s.shape[0] != 1 or not torch.isfinite(s).all():
+        raise ConfigError(f"[options] summary must map x [B, n, p] to finite [B, k]; got shape "
+                          f"{tuple(s.shape)} for B=1")
+    return fn
+
+
+def _localize_options(value: Any) -> dict | None:
+    if value is None or value is False:
+        return None
+    if value is True:
+        return {}
+    if isinstance(value, dict):
+        from ..localize import localize
+
+        check_options(value, localize, "[options] localize",
+                      exclude=("simulator", "x_obs", "prior", "seed", "progress", "executor"))
+        return dict(value)
+    raise ConfigError("[options] localize must be true/false or a table of localize options")
+
+
+def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: bool) -> AppResult:
+    """Run ``abc``, ``bsl`` or ``npe`` from a parsed config (see the module docstring)."""
+    method = config.get("method")
+    if method not in ("abc", "bsl", "npe"):
+        raise ConfigError(f"scorebayes.apps.baselines runs abc, bsl or npe, not {method!r}")
+    options = dict(config.get("options", {}))
+    if not isinstance(config.get("options", {}), dict):
+        raise ConfigError("[options] must be a table")
+    cli = {key: options.pop(key) for key in CLI_KEYS[method] if key in options}
+    if method == "npe":
+        estimator = cli.get("estimator", "maf")
+        if estimator not in NPE_ESTIMATORS:
+            raise ConfigError(f"[options] estimator must be one of {sorted(NPE_ESTIMATORS)}, "
+                              f"got {estimator!r}")
+        function = NPE_ESTIMATORS[estimator]
+    else:
+        function = FUNCTIONS[method]
+    check_options(options, function, "[options]", exclude=RESERVED)
+    workers = cli.get("workers")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                or workers < 1):
+        raise ConfigError(f"[options] workers must be a positive integer, got {workers!r}")
+    localize_options = _localize_options(cli.get("localize"))
+    if "init" in options:
+        options["init"] = torch.tensor(options["init"], dtype=torch.float64)
+    if method != "bsl":
+        options.setdefault("num_simulations", DEFAULT_SIMULATIONS)
+
+    simulator = load_simulator(config, base_dir)
+    # start the workers now, before torch spins up thread pools (autograd in localization):
+    # forking a process that runs those threads can deadlock the children
+    executor = _start_pool(workers) if workers else None
+    try:
+        return _run(method, function, config, options, cli, localize_options, simulator,
+                    executor, base_dir=base_dir, seed=seed, progress=progress)
+    finally:
+        if executor is not None:
+            executor.shutdown(cancel_futures=True)
+
+
+def _start_pool(workers: int) -> Executor:
+    pool = ProcessPoolExecutor(workers)
+    for future in [pool.submit(int, 0) for _ in range(workers)]:
+        future.result()
+    return pool
+
+
+def _run(method: str, function: Callable[..., Any], config: dict, options: dict, cli: dict,
+         localize_options: dict | None, simulator: Any, executor: Executor | None, *,
+         base_dir: Path, seed: int, progress: bool) -> AppResult:
+    names_given = config["model"].get("parameters")
+    prior = load_prior(config, base_dir,
+                       len(names_given) if isinstance(names_given, list) else None)
+    names = parameter_names(config, int(prior.event_shape[0]))
+    x_obs, truth = load_observed(config, base_dir, simulator, prior, seed)
+    if method in ("bsl", "npe"):
+        summary = _summary(cli.get("summary"), method, config, base_dir, x_obs)
+        if method == "bsl" or summary is not None:
+            options["summary"] = summary
+
+    extra: dict[str, Any] = {}
+    sampler = None
+    if localize_options is not None:
+        from ..localize import localize
+
+        found = localize(simulator, x_obs, prior, seed=derive_seed(seed, "localize"),
+                         progress=progress, **localize_options)
+        sampler = found.proposal
+        extra["localization_simulations"] = found.simulations
+        extra["proposal"] = sampler.to_dict()
+    kwargs = dict(options, names=names, generator=make_generator(seed, "baseline", method),
+                  progress=progress)
+    if sampler is not None:
+        kwargs["sampler"] = sampler
+    if executor is not None:
+        kwargs["executor"] = executor
+    if method == "bsl":
+        posterior = function(x_obs, simulator, prior, **kwargs)
+    else:
+        posterior = function(x_obs, prior, simulator=simulator, **kwargs)
+    extra.update({k: v for k, v in posterior.info.items() if k not in ("method", "seconds")})
+    return AppResult(posterior=posterior, extra=extra, truth=truth)

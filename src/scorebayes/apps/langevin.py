@@ -1,0 +1,79 @@
+"""CLI method ``score-langevin``: a config mapped onto :class:`scorebayes.sbi.ScoreLangevin`.
+
+``[options]`` holds keyword arguments of :class:`~scorebayes.sbi.ScoreLangevin` and of its
+:meth:`~scorebayes.sbi.ScoreLangevin.sample` method (``num_samples``, ``chains``,
+``tempering``, ...). Tables map onto objects: ``schedule = {epochs = 200, batch_size = 256}``
+and ``mean_schedule`` onto :class:`~scorebayes.scores.training.TrainingSchedule`;
+``localization = {replicates = 50}`` onto :func:`scorebayes.localize.localize` options.
+``weight_fn`` and ``support_fn`` may name ``"file.py:function"``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from ..config import ConfigError, check_keys, load_callable
+from ..sbi import ScoreLangevin
+from ..scores.training import TrainingSchedule
+from . import AppResult
+from .common import builtin_model, load_observed, load_prior, load_simulator, parameter_names
+
+__all__ = ["run", "split_options"]
+
+_RESERVED = {"prior", "simulator", "seed", "progress", "parameter_names", "executor"}
+
+
+def _keywords(function: Any) -> set[str]:
+    params = inspect.signature(function).parameters
+    return {k for k, p in params.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)} - {"self"}
+
+
+def split_options(options: dict[str, Any], base_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split ``[options]`` into (constructor kwargs, sample kwargs), converting tables."""
+    init_keys = _keywords(ScoreLangevin.__init__) - _RESERVED
+    sample_keys = _keywords(ScoreLangevin.sample) - {"seed"}
+    check_keys(options, init_keys | sample_keys, "[options]")
+    init, sample = {}, {}
+    for key, value in options.items():
+        if key in ("schedule", "mean_schedule"):
+            if not isinstance(value, dict):
+                raise ConfigError(f"[options] {key} must be a table, e.g. {{epochs = 200}}")
+            check_keys(value, {f.name for f in fields(TrainingSchedule)}, f"[options] {key}")
+            if "lr" in value:
+                value = {**value, "lr": tuple(value["lr"])}
+            value = TrainingSchedule(**value)
+        elif key in ("weight_fn", "support_fn") and isinstance(value, str):
+            value = load_callable(value, base_dir, what=f"[options] {key}")
+        elif key == "localization" and not isinstance(value, dict):
+            raise ConfigError("[options] localization must be a table of localize() options")
+        (init if key in init_keys else sample)[key] = value
+    return init, sample
+
+
+def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: bool) -> AppResult:
+    simulator = load_simulator(config, base_dir)
+    names_given = config.get("model", {}).get("parameters")
+    prior = load_prior(config, base_dir, len(names_given) if isinstance(names_given, list) else None)
+    d = int(prior.event_shape[0])
+    names = parameter_names(config, d)
+    x_obs, truth = load_observed(config, base_dir, simulator, prior, seed)
+    options = dict(config.get("options", {}))
+    init, sample = split_options(options, base_dir)
+    model = builtin_model(config)
+    if model is not None:
+        for key in ("weight_fn", "support_fn"):
+            if key not in init and getattr(model, key, None) is not None:
+                init[key] = getattr(model, key)
+    try:
+        estimator = ScoreLangevin(prior, simulator, seed=seed, progress=progress,
+                                  parameter_names=names, **init)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"[options]: {err}") from None
+    estimator.fit(x_obs)
+    posterior = estimator.sample(**sample)
+    return AppResult(posterior, {"simulations": posterior.info["simulations"],
+                                 "simulations_by_stage": posterior.info["simulations_by_stage"],
+                                 "step_size": posterior.info["step_size"]}, truth)

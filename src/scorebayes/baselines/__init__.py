@@ -1,0 +1,29 @@
+r"""Baselines of the Langevin SBI paper, each returning a :class:`~scorebayes.posterior.Posterior`.
+
+- :func:`abc_w1`: rejection ABC with the exact 1-Wasserstein distance between data sets;
+- :func:`bsl`: Bayesian synthetic likelihood inside random-walk Metropolis-Hastings;
+- :func:`npe`: neural posterior estimation with a masked autoregressive flow (``sbi``);
+- :func:`gaussian_npe`: the Gaussian NPE of Chatha et al. (epidemic example).
+
+Each can draw its parameters from the prior or from a localized proposal :math:`q`
+(``sampler=``); draws from :math:`q` are reweighted by the self-normalised :math:`\pi/q`.
+``info["simulations"]`` counts simulated data sets of the observed size.
+"""
+
+from ._common import importance_weights
+from .abc import abc_w1, wasserstein1
+from .bsl import bsl, gaussian_synthetic_loglik, mean_sd_summary
+from .gaussian_npe import GaussianDensityNetwork, gaussian_npe
+from .npe import npe
+
+__all__ = [
+    "abc_w1",
+    "wasserstein1",
+    "bsl",
+    "mean_sd_summary",
+    "gaussian_synthetic_loglik",
+    "npe",
+    "gaussian_npe",
+    "GaussianDensityNetwork",
+    "importance_weights",
+]

@@ -1,0 +1,192 @@
+r"""Vectorised unadjusted Langevin chains driven by a (learned) score.
+
+The Euler–Maruyama discretisation of the Langevin diffusion (Algorithm 1, with the prior
+gradient at the *previous* iterate, V.A2), with a tempered likelihood (App. C.2.2):
+
+.. math:: u^{(k)} = u^{(k-1)} + \tau\big(t\,\hat s(u^{(k-1)}) + \nabla\log\pi_u(u^{(k-1)})\big)
+          + \sqrt{2\tau}\,\xi_k,\qquad \xi_k\sim\mathcal N(0, I),
+
+for ``C`` chains ``u [C, d]`` at once. Stages with likelihood weight :math:`t<1` are
+burn-in only; draws are kept at :math:`t = 1`.
+
+Step size. For a Gaussian target with precision eigenvalue :math:`\lambda`, ULA is
+stable iff :math:`\tau\lambda < 2` and its stationary variance is
+:math:`1/(\lambda(1-\tau\lambda/2))`. :func:`curvature_step_size` estimates the largest
+eigenvalue :math:`\lambda_{\max}` of :math:`-\nabla u` drift at a few chain positions and
+sets :math:`\tau = \kappa/\lambda_{\max}` (default :math:`\kappa = 0.1`: at most 5%
+variance inflation, 2.6% in sd, in the stiffest direction; less elsewhere). Since the
+likelihood part of the curvature grows like :math:`n`, this is :math:`\tau = c/n` with
+:math:`c = \kappa n / \lambda_{\max}`. The slowest direction relaxes in about
+:math:`1/(\tau\lambda_{\min})` steps, which sets the automatic burn-in and thinning.
+
+References:
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang et al., 2025)
+    | Exponential convergence of Langevin distributions (Roberts and Tweedie, 1996)
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+__all__ = ["LangevinInfo", "StepSize", "curvature_step_size", "run_langevin", "ChainsDivergedError"]
+
+ScoreFn = Callable[[Tensor], Tensor]
+
+
+class ChainsDivergedError(RuntimeError):
+    """Too many chains became non-finite or ran away: reduce the step size."""
+
+
+class StepSize(NamedTuple):
+    step_size: float  # tau
+    max_curvature: float  # lambda_max
+    min_curvature: float  # lambda_min (median over probe points)
+
+    def relaxation_steps(self) -> float:
+        """Steps for the slowest direction to relax by a factor e: 1/(tau lambda_min)."""
+        return 1.0 / max(self.step_size * self.min_curvature, 1e-12)
+
+
+class LangevinInfo(NamedTuple):
+    step_size: float
+    burn_in: int
+    thin: int
+    tempering: tuple[float, ...]
+    steps_per_stage: int
+    diverged: Tensor  # [C] bool
+    total_steps: int
+
+
+def curvature_step_size(drift: ScoreFn, points: Tensor, *, kappa: float = 0.1) -> StepSize:
+    r"""Step size :math:`\tau = \kappa/\lambda_{\max}` from the drift's Jacobian.
+
+    Arguments:
+        drift: the full drift :math:`u \mapsto \hat s(u) + \nabla\log\pi_u(u)`, ``[C, d] -> [C, d]``,
+            differentiable in ``u``.
+        points: ``[K, d]`` probe positions (e.g. the first chain states).
+        kappa: :math:`\tau\lambda_{\max}`; must be in (0, 2).
+    """
+    if not 0 < kappa < 2:
+        raise ValueError(f"kappa must be in (0, 2) for a stable chain, got {kappa}")
+    eig_max, eig_min = [], []
+    for point in points:
+        u = point.detach().clone()
+        jac = torch.autograd.functional.jacobian(lambda v: drift(v[None])[0], u)
+        sym = -0.5 * (jac + jac.T)
+        eig = torch.linalg.eigvalsh(sym.double())
+        if torch.isfinite(eig).all():
+            eig_max.append(float(eig[-1]))
+            eig_min.append(float(eig[0]))
+    if not eig_max:
+        raise ChainsDivergedError("the drift's Jacobian is not finite at any probe point")
+    lam_max = max(max(eig_max), 1e-8)
+    lam_min = float(torch.tensor(eig_min).median())
+    lam_min = min(max(lam_min, lam_max * 1e-6), lam_max)
+    return StepSize(kappa / lam_max, lam_max, lam_min)
+
+
+def _reflect(u: Tensor, low: Tensor, high: Tensor) -> Tensor:
+    """Reflect coordinates into [low, high] (repeatedly, for large overshoots)."""
+    width = high - low
+    finite = torch.isfinite(width)
+    if not finite.any():
+        return torch.maximum(torch.minimum(u, high), low)
+    y = torch.where(finite, torch.remainder(u - low, 2 * torch.where(finite, width, 1.0)), u - low)
+    y = torch.where(finite & (y > width), 2 * width - y, y)
+    out = torch.where(finite, low + y, u)
+    out = torch.where(~finite & (u < low), 2 * low - u, out)
+    out = torch.where(~finite & (u > high), 2 * high - u, out)
+    return out
+
+
+def run_langevin(
+    likelihood_score: ScoreFn,
+    prior_score: ScoreFn,
+    init: Tensor,
+    *,
+    step_size: float,
+    num_draws: int,
+    burn_in: int,
+    thin: int = 1,
+    tempering: Sequence[float] = (),
+    steps_per_stage: int = 0,
+    clip_norm: float | None = None,
+    bounds: tuple[Tensor, Tensor] | None = None,
+    max_abs: float = 1e6,
+    max_diverged_fraction: float = 0.5,
+    generator: torch.Generator | None = None,
+    progress: bool = False,
+) -> tuple[Tensor, LangevinInfo]:
+    r"""Run ``C`` Langevin chains and return ``draws [C, num_draws, d]`` and :class:`LangevinInfo`.
+
+    Arguments:
+        likelihood_score: :math:`\hat s(u)`, ``[C, d] -> [C, d]``.
+        prior_score: :math:`\nabla\log\pi_u(u)`, ``[C, d] -> [C, d]``.
+        init: ``[C, d]`` initial states.
+        step_size: :math:`\tau`.
+        num_draws, burn_in, thin: at :math:`t=1`, ``burn_in`` steps then ``num_draws*thin``
+            steps keeping every ``thin``-th state.
+        tempering: likelihood weights before the final :math:`t = 1` stage (e.g. 0.1..0.9),
+            ``steps_per_stage`` steps each (burn-in only).
+        clip_norm: clip the likelihood score to this Euclidean norm (per chain).
+        bounds: optional ``(low [d], high [d])``; states are reflected into the box.
+        max_abs: a chain with ``|u| > max_abs`` or non-finite state is declared diverged and frozen.
+        max_diverged_fraction: raise :class:`ChainsDivergedError` above this fraction.
+    """
+    if init.dim() != 2:
+        raise ValueError(f"init must be [C, d], got shape {tuple(init.shape)}")
+    if not step_size > 0 or not math.isfinite(step_size):
+        raise ValueError(f"step_size must be positive and finite, got {step_size}")
+    if num_draws < 1 or burn_in < 0 or thin < 1:
+        raise ValueError("need num_draws >= 1, burn_in >= 0 and thin >= 1")
+    u = init.detach().clone()
+    chains, d = u.shape
+    diverged = ~torch.isfinite(u).all(1)
+    draws = torch.empty(chains, num_draws, d, dtype=u.dtype, device=u.device)
+    schedule = [(float(t), steps_per_stage, False) for t in tempering]
+    schedule.append((1.0, burn_in + num_draws * thin, True))
+    total = sum(s for _, s, _ in schedule)
+    noise_scale = math.sqrt(2 * step_size)
+    low, high = (bounds[0].to(u), bounds[1].to(u)) if bounds is not None else (None, None)
+    bar = tqdm(total=total, desc="langevin", disable=not progress, leave=False)
+    kept = 0
+    try:
+        for weight, steps, keep in schedule:
+            for k in range(steps):
+                with torch.no_grad():
+                    lik = likelihood_score(u)
+                    if clip_norm is not None:
+                        norm = lik.norm(dim=1, keepdim=True).clamp_min(1e-30)
+                        lik = lik * (clip_norm / norm).clamp(max=1.0)
+                    drift = weight * lik + prior_score(u)
+                    noise = torch.randn(u.shape, generator=generator, dtype=u.dtype, device=u.device)
+                    proposal = u + step_size * drift + noise_scale * noise
+                    if low is not None:
+                        proposal = _reflect(proposal, low, high)
+                    bad = ~torch.isfinite(proposal).all(1) | (proposal.abs() > max_abs).any(1)
+                    diverged |= bad
+                    u = torch.where(diverged[:, None], u, proposal)
+                if keep and k >= burn_in and (k - burn_in) % thin == thin - 1:
+                    draws[:, kept] = u
+                    kept += 1
+                bar.update(1)
+    finally:
+        bar.close()
+    frac = float(diverged.float().mean())
+    if frac > max_diverged_fraction:
+        raise ChainsDivergedError(
+            f"{int(diverged.sum())} of {chains} Langevin chains diverged: use a smaller step "
+            "size (step_size_factor) or score clipping (clip_norm)"
+        )
+    if diverged.any():
+        warnings.warn(f"{int(diverged.sum())} of {chains} chains diverged and were dropped", stacklevel=2)
+    info = LangevinInfo(step_size, burn_in, thin, tuple(float(t) for t in tempering), steps_per_stage,
+                        diverged, total)
+    return draws, info

@@ -1,0 +1,481 @@
+r"""Score-based Langevin simulation-based inference: the whole pipeline in one estimator.
+
+.. math:: \nabla_u\log\pi_n(u\mid\mathbf X^*_n) \approx \sum_{i=1}^n \big[s_\phi(u, X^*_i) - h_\psi(u)\big]
+          + \nabla_u\log\pi_u(u)
+
+1. **Localization** (Sec. 3.1): sliced-Wasserstein minimum-distance replicates give a
+   Gaussian proposal :math:`q` over the unconstrained parameters ``u``.
+2. **Reference tables** drawn from :math:`q` (or the prior), in seeded blocks.
+3. **Score matching** in ``u``-space with :math:`\nabla\log q` (the table's sampling
+   density, V.A1):
+
+   - ``mode="single"`` (Algorithm 3): single-observation matching on :math:`\mathcal D^S`
+     with the curvature penalty on :math:`\mathcal D^R`, then the debiasing regression
+     :math:`h_\psi` (or App. B.5 alternatives ``"a1"``/``"a2"``);
+   - ``mode="n"`` (Algorithm 2): additive full-data matching with the :math:`1/n` scaling
+     and the curvature penalty; optional weight function for data-dependent supports;
+   - ``mode="full"``: one network on the whole (summary) data set, no additivity;
+   - ``mode="markov"``: blockwise score :math:`s(u, x_{i-1}, x_i)` (Remark 4).
+4. **Langevin chains** from :math:`q` with an automatic step size (see
+   :mod:`scorebayes.samplers.langevin`), optional tempering, results mapped back to
+   :math:`\theta = T(u)`.
+
+Example:
+    >>> import torch
+    >>> from torch.distributions import Normal
+    >>> from scorebayes.priors import independent
+    >>> from scorebayes.simulators import Simulator
+    >>> sim = Simulator(lambda th, n, g: th[:, None, :] + torch.randn(len(th), n, 1, generator=g))
+    >>> model = ScoreLangevin(independent([Normal(0.0, 3.0)]), sim, localize=False,
+    ...                       num_simulations=2000, schedule=TrainingSchedule(epochs=5),
+    ...                       curvature_penalties=(0.0,), mean_penalties=(0.0,), progress=False)
+    >>> x_obs = 1.0 + torch.randn(50, 1, generator=torch.Generator().manual_seed(1))
+    >>> model.fit(x_obs).sample(200).draws.shape
+    torch.Size([200, 1])
+
+References:
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang, Yang, 2025)
+    | ../shared/seeds/000_1aaaaf87072c12bc.txt
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.distributions import Distribution
+
+from .parallel import derive_seed, make_generator
+from .posterior import Posterior
+from .priors import ParameterSpace
+from .proposal import GaussianProposal, PriorSampler
+from .samplers.langevin import curvature_step_size, run_langevin
+from .scores.networks import MeanNet, ScoreNet
+from .scores.training import TrainingSchedule, fit_mean_network, fit_score_network
+from .simulators import Simulator, as_simulator
+from .tables import simulate_table
+
+__all__ = ["ScoreLangevin", "DebiasedScore", "TrainingSchedule", "MODES"]
+
+MODES = ("single", "n", "full", "markov")
+
+
+class DebiasedScore(nn.Module):
+    r""":math:`\tilde s(u, x) = s_\phi(u, x) - h_\psi(u)` as one module (App. B.5 alternative 2)."""
+
+    def __init__(self, score: ScoreNet, mean: MeanNet):
+        super().__init__()
+        self.score, self.mean = score, mean
+
+    def fit_standardisation(self, theta: Tensor, x: Tensor) -> None:  # keep the nets' own statistics
+        pass
+
+    def forward(self, theta: Tensor, x: Tensor) -> Tensor:
+        return self.score(theta, x) - self.mean(theta)
+
+
+class ScoreLangevin:
+    r"""Learn the likelihood score from simulations and sample the posterior by Langevin dynamics.
+
+    Arguments:
+        prior: any ``Distribution`` with event shape ``[d]`` (constrained supports are mapped
+            to :math:`\mathbb R^d`).
+        simulator: a :class:`~scorebayes.simulators.Simulator` or batched callable
+            ``simulate(theta [B, d], n, generator) -> x [B, n, p]``.
+        mode: ``"single"`` (default), ``"n"``, ``"full"`` or ``"markov"`` (module docstring).
+        localize: draw tables from the localized proposal :math:`q` (``True``) or the prior.
+        num_simulations: rows of the main table: :math:`N` single observations (single-model)
+            or :math:`N` data sets (other modes). Default 20,000 / 2,000.
+        num_groups, group_size: :math:`N_R` and :math:`m_R` of :math:`\mathcal D^R` (single-model).
+        hidden, activation: network architecture (score and mean nets).
+        schedule, mean_schedule: :class:`TrainingSchedule` of the two networks.
+        curvature_penalties: :math:`\lambda_1` grid (one value = fixed); chosen on validation.
+        mean_penalties: :math:`\lambda_2` grid.
+        debias: ``"debias"`` (Algorithm 3), ``"a1"``, ``"a2"`` (App. B.5) or ``"none"``.
+        noise_sd: :math:`\sigma_\varepsilon` of Gaussian data smoothing (App. B.2 solution 2),
+            added to every simulated and observed data point; ``noise_draws`` pooled at sampling.
+        weight_fn: :math:`g(\theta, X)` ``[B, d]`` for a data-dependent support (eq. 19).
+        support_fn: ``support_fn(x_obs [n, p]) -> (low [d], high [d])`` admissible box of
+            :math:`\theta` given the data; Langevin states are reflected into it.
+        localization: keyword arguments of :func:`scorebayes.localize.localize`.
+        proposal_inflation: factor on the localized proposal's standard deviations. The
+            implicit score-matching loss contains :math:`s^\top\nabla\log q`, whose variance
+            grows like :math:`1/\mathrm{sd}(q)^2`; a proposal about twice as wide as the
+            localization spread keeps that variance down and covers the posterior's tails
+            (1.0 reproduces the paper's :math:`q`).
+        executor: ``concurrent.futures.Executor`` for the simulations.
+        device: where networks train and chains run (``"cpu"``, ``"cuda"``).
+        seed: run seed; same seed, same result.
+        progress: tqdm bars.
+
+    After :meth:`fit`: ``proposal_``, ``localization_``, ``score_net_``, ``mean_net_``,
+    ``fit_report_``, ``mean_report_``, ``simulations_`` (dataset units, by stage).
+    """
+
+    def __init__(
+        self,
+        prior: Distribution,
+        simulator: Simulator | Callable,
+        *,
+        mode: str = "single",
+        localize: bool = True,
+        num_simulations: int | None = None,
+        num_groups: int = 2000,
+        group_size: int | None = None,
+        hidden: Sequence[int] = (64, 64),
+        activation: str = "elu",
+        schedule: TrainingSchedule | None = None,
+        mean_schedule: TrainingSchedule | None = None,
+        curvature_penalties: Sequence[float] = (0.0, 1e-3, 1e-1),
+        mean_penalties: Sequence[float] = (0.0, 1e-3, 1e-1),
+        debias: str = "debias",
+        noise_sd: float | None = None,
+        noise_draws: int = 3,
+        weight_fn: Callable[[Tensor, Tensor], Tensor] | None = None,
+        support_fn: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None,
+        localization: dict[str, Any] | None = None,
+        proposal_inflation: float = 2.0,
+        parameter_names: Sequence[str] | None = None,
+        executor: Executor | None = None,
+        block_size: int = 256,
+        device: str | torch.device = "cpu",
+        seed: int = 0,
+        progress: bool = True,
+    ):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if debias not in ("debias", "a1", "a2", "none"):
+            raise ValueError(f"debias must be 'debias', 'a1', 'a2' or 'none', got {debias!r}")
+        if noise_sd is not None and not noise_sd > 0:
+            raise ValueError(f"noise_sd must be positive, got {noise_sd}")
+        if weight_fn is not None and mode == "single" and debias != "none":
+            raise ValueError("a weight function breaks the mean-zero property: use mode='n' "
+                             "or debias='none' (App. B.2), or noise_sd for the single-model")
+        for name, grid in (("curvature_penalties", curvature_penalties), ("mean_penalties", mean_penalties)):
+            if not len(grid) or any((not math.isfinite(v)) or v < 0 for v in grid):
+                raise ValueError(f"{name} must be a non-empty list of non-negative numbers")
+        self.prior = prior
+        self.space = ParameterSpace(prior)
+        self.simulator = as_simulator(simulator)
+        self.mode = mode
+        self.localize = localize
+        self.num_simulations = num_simulations
+        self.num_groups = num_groups
+        self.group_size = group_size
+        self.hidden = tuple(hidden)
+        self.activation = activation
+        # an n-model step carries batch_size * n observations: fewer data sets per step
+        self.schedule = schedule or (TrainingSchedule() if mode == "single" else TrainingSchedule(batch_size=32))
+        self.mean_schedule = mean_schedule or TrainingSchedule(batch_size=32)
+        self.curvature_penalties = tuple(float(v) for v in curvature_penalties)
+        self.mean_penalties = tuple(float(v) for v in mean_penalties)
+        self.debias = debias if mode == "single" else "none"
+        self.noise_sd = noise_sd
+        self.noise_draws = noise_draws
+        self.weight_fn = weight_fn
+        self.support_fn = support_fn
+        self.localization = dict(localization or {})
+        if not proposal_inflation > 0:
+            raise ValueError(f"proposal_inflation must be positive, got {proposal_inflation}")
+        self.proposal_inflation = float(proposal_inflation)
+        self.parameter_names = list(parameter_names) if parameter_names else None
+        self.executor = executor
+        self.block_size = block_size
+        self.device = torch.device(device)
+        self.seed = seed
+        self.progress = progress
+
+    # ----------------------------------------------------------------- helpers
+    def _observations(self, x_obs: Tensor) -> Tensor:
+        """The network's view of the observed data: ``[n_units, p_net]``."""
+        if self.mode == "full":
+            return x_obs.reshape(1, -1)
+        if self.mode == "markov":
+            return torch.cat([x_obs[:-1], x_obs[1:]], dim=-1)
+        return x_obs
+
+    def _table_view(self, x: Tensor) -> Tensor:
+        """Simulated data sets ``[N, n, p]`` -> network inputs ``[N, m, p_net]``."""
+        if self.mode == "full":
+            return x.reshape(x.shape[0], 1, -1)
+        if self.mode == "markov":
+            return torch.cat([x[:, :-1], x[:, 1:]], dim=-1)
+        return x
+
+    def _noisy(self, x: Tensor, *keys: Any) -> Tensor:
+        if self.noise_sd is None:
+            return x
+        g = make_generator(self.seed, "noise", *keys)
+        return x + self.noise_sd * torch.randn(x.shape, generator=g, dtype=x.dtype)
+
+    def _to_u(self, theta: Tensor) -> tuple[Tensor, Tensor]:
+        u = self.space.to_unconstrained(theta.to(torch.float64))
+        keep = torch.isfinite(u).all(1)
+        return u, keep
+
+    def _record_training_region(self, u: Tensor) -> None:
+        """The box of unconstrained parameters the score net was trained on (widened by 10%)."""
+        low, high = u.min(0).values, u.max(0).values
+        pad = 0.1 * (high - low)
+        self.training_region_ = (low - pad, high + pad)
+
+    def _table(self, sampler: Any, num: int, n_obs: int, tag: str) -> tuple[Tensor, Tensor, float]:
+        table = simulate_table(self.simulator, sampler, num, n_obs, seed=self.seed, tag=tag,
+                               block_size=self.block_size, n_data=self.n_obs_,
+                               executor=self.executor, progress=self.progress)
+        u, keep = self._to_u(table.theta)
+        x = self._noisy(table.x, tag)
+        return u[keep], x[keep], float(table.simulations)
+
+    # --------------------------------------------------------------------- fit
+    def fit(self, x_obs: Tensor) -> ScoreLangevin:
+        r"""Localize, simulate the tables and train the networks for observed data ``x_obs [n, p]``."""
+        x_obs = torch.as_tensor(x_obs, dtype=torch.get_default_dtype())
+        if x_obs.dim() == 1:
+            x_obs = x_obs[:, None]
+        if x_obs.dim() != 2 or len(x_obs) < 1:
+            raise ValueError(f"x_obs must be [n, p], got shape {tuple(x_obs.shape)}")
+        if not torch.isfinite(x_obs).all():
+            raise ValueError("x_obs contains non-finite values")
+        if self.mode == "markov" and len(x_obs) < 2:
+            raise ValueError("mode='markov' needs at least two observations")
+        # pilot simulation: shape check before any expensive work
+        pilot_theta = self.space.to_constrained(torch.zeros(2, self.space.dim, dtype=torch.float64))
+        pilot = self.simulator(pilot_theta, 2, make_generator(self.seed, "pilot"))
+        if pilot.shape[-1] != x_obs.shape[-1]:
+            raise ValueError(f"the simulator returns p={pilot.shape[-1]} columns per observation but "
+                             f"the observed data have p={x_obs.shape[-1]}")
+        start = time.perf_counter()
+        self.x_obs_ = x_obs
+        self.n_obs_ = n = len(x_obs)
+        self.simulations_: dict[str, float] = {}
+
+        # 1. localization
+        if self.localize:
+            from .localize import localize as run_localization
+
+            options = {"progress": self.progress, "seed": self.seed, **self.localization}
+            self.localization_ = run_localization(self.simulator, x_obs, self.prior, **options)
+            q = self.localization_.proposal
+            self.proposal_ = GaussianProposal(self.space, q.mean, q.sd * self.proposal_inflation)
+            self.simulations_["localization"] = float(self.localization_.simulations)
+        else:
+            self.localization_ = None
+            self.proposal_ = PriorSampler(self.prior)
+
+        # 2-3. tables and score matching
+        gen = make_generator(self.seed, "training")
+        net_obs = self._observations(x_obs)
+        p_net = net_obs.shape[-1]
+        d = self.space.dim
+        with torch.random.fork_rng(devices=[]):  # network initialisation from the run seed
+            torch.manual_seed(derive_seed(self.seed, "init"))
+            self.score_net_ = ScoreNet(d, p_net, self.hidden, self.activation).to(self.device)
+            mean_init = MeanNet(d, self.hidden, self.activation).to(self.device)
+        self.mean_net_ = None
+        weight_fn = None
+        if self.weight_fn is not None:
+            user_weight = self.weight_fn
+
+            def weight_fn(u: Tensor, x: Tensor) -> Tensor:  # g evaluated at theta = T(u)
+                return user_weight(self.space.to_constrained(u.double()).to(u.dtype), x)
+
+        if self.mode == "single":
+            num = self.num_simulations or 20_000
+            m_r = self.group_size or min(1000, max(100, n))
+            u_s, x_s, cost_s = self._table(self.proposal_, num, 1, "S")
+            u_r, x_r, cost_r = self._table(self.proposal_, self.num_groups, m_r, "R")
+            self.simulations_["table_S"], self.simulations_["table_R"] = cost_s, cost_r
+            self._record_training_region(u_s)
+            self.fit_report_ = fit_score_network(
+                self.score_net_, u_s.float(), x_s, self.proposal_.grad_log_prob_unconstrained(u_s).float(),
+                schedule=self.schedule, penalties=self.curvature_penalties,
+                curvature_theta=u_r.float(), curvature_x=x_r, generator=gen,
+                progress=self.progress, desc="score net")
+            if self.debias != "none":
+                self.mean_net_ = mean_init
+                self._fit_debiasing(u_s, x_s, u_r, x_r, gen)
+        else:
+            num = self.num_simulations or 2_000
+            u_t, x_t, cost = self._table(self.proposal_, num, n, "N")
+            self.simulations_["table_N"] = cost
+            self._record_training_region(u_t)
+            self.fit_report_ = fit_score_network(
+                self.score_net_, u_t.float(), self._table_view(x_t),
+                self.proposal_.grad_log_prob_unconstrained(u_t).float(),
+                schedule=self.schedule,
+                penalties=self.curvature_penalties if self.mode in ("n", "markov") else (0.0,),
+                weight_fn=weight_fn, generator=gen, progress=self.progress, desc="score net")
+        self.fit_seconds_ = time.perf_counter() - start
+        return self
+
+    def _fit_debiasing(self, u_s: Tensor, x_s: Tensor, u_r: Tensor, x_r: Tensor,
+                       gen: torch.Generator) -> None:
+        alternative = "a1" if self.debias == "a1" else "debias"
+        rounds = 2 if self.debias == "a2" else 1
+        for r in range(rounds):
+            s_bar = self._group_means(u_r, x_r)
+            self.mean_report_ = fit_mean_network(
+                self.mean_net_, u_r.float(), s_bar, schedule=self.mean_schedule,
+                penalties=self.mean_penalties, alternative=alternative, generator=gen,
+                progress=self.progress, desc="mean net")
+            if self.debias == "a2" and r < rounds - 1:
+                # alternative 2: jointly refine s - h under SM + curvature, then re-project h
+                joint = DebiasedScore(self.score_net_, self.mean_net_)
+                fit_score_network(
+                    joint, u_s.float(), x_s, self.proposal_.grad_log_prob_unconstrained(u_s).float(),
+                    schedule=TrainingSchedule(epochs=self.schedule.penalty_epochs, penalty_epochs=0,
+                                              batch_size=self.schedule.batch_size, lr=self.schedule.lr),
+                    penalties=(self.fit_report_.penalty,) if self.fit_report_.penalty else (0.0,),
+                    curvature_theta=u_r.float(), curvature_x=x_r, generator=gen,
+                    progress=self.progress, desc="joint s-h")
+
+    @torch.no_grad()
+    def _group_means(self, u_r: Tensor, x_r: Tensor, chunk: int = 64) -> Tensor:
+        """:math:`\\bar s_l = \\frac1{m_R}\\sum_i s_\\phi(u_l, X_{l,i})`, ``[N_R, d]``."""
+        out = []
+        for start in range(0, len(u_r), chunk):
+            u = u_r[start : start + chunk].float().to(self.device)
+            x = x_r[start : start + chunk].float().to(self.device)
+            out.append(self.score_net_(u[:, None, :], x).mean(1).cpu())
+        return torch.cat(out)
+
+    # ------------------------------------------------------------------ score
+    def likelihood_score(self, u: Tensor, x_obs: Tensor | None = None) -> Tensor:
+        r"""Learned :math:`\nabla_u\log p(\mathbf X^*\mid T(u))`, ``u [C, d] -> [C, d]`` (float64).
+
+        Differentiable in ``u`` (used for the automatic step size).
+        """
+        self._check_fitted()
+        data = self._observations(self.x_obs_ if x_obs is None else x_obs).float().to(self.device)
+        uf = u.float().to(self.device)
+        total = self.score_net_.sum_over_observations(uf, data)
+        if self.mean_net_ is not None:
+            total = total - len(data) * self.mean_net_(uf)
+        return total.to(u.device, torch.float64)
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "score_net_"):
+            raise RuntimeError("call fit(x_obs) first")
+
+    # ----------------------------------------------------------------- sample
+    def sample(
+        self,
+        num_samples: int = 2000,
+        *,
+        chains: int | None = None,
+        step_size: float | str = "auto",
+        step_size_factor: float = 0.1,
+        burn_in: int | str = "auto",
+        thin: int | str = "auto",
+        tempering: bool | Sequence[float] = False,
+        steps_per_stage: int | str = "auto",
+        init: str = "proposal",
+        clip_norm: float | None = None,
+        max_steps: int = 20_000,
+        seed: int | None = None,
+    ) -> Posterior:
+        r"""Run Langevin chains on the learned posterior score and return a :class:`Posterior`.
+
+        Arguments:
+            num_samples: total draws (over all chains and noise draws).
+            chains: parallel chains (default ``max(4, num_samples // 10)``), split evenly over
+                the ``noise_draws`` noisy copies of the data when ``noise_sd`` is set.
+            step_size: :math:`\tau`, or ``"auto"``: :math:`\tau = \kappa/\lambda_{\max}` with
+                :math:`\kappa` = ``step_size_factor`` (see :func:`curvature_step_size`).
+            burn_in, thin: ``"auto"``: 5 and 1 relaxation times of the slowest direction
+                (capped so that the run has at most ``max_steps`` steps).
+            tempering: ``True`` for likelihood weights 0.1, ..., 0.9 before :math:`t = 1`
+                (App. C.2.2), or an explicit list.
+            init: ``"proposal"`` (:math:`q`, or the prior without localization) or ``"prior"``.
+            clip_norm: clip the learned likelihood score to this norm.
+        """
+        self._check_fitted()
+        if num_samples < 1:
+            raise ValueError("num_samples must be >= 1")
+        if init not in ("proposal", "prior"):
+            raise ValueError("init must be 'proposal' or 'prior'")
+        seed = self.seed if seed is None else seed
+        copies = self.noise_draws if self.noise_sd is not None else 1
+        chains = chains or max(4, num_samples // 10)
+        chains = max(copies, chains - chains % copies)
+        per_copy = chains // copies
+        draws_per_chain = math.ceil(num_samples / chains)
+        stages = tuple(i / 10 for i in range(1, 10)) if tempering is True else tuple(tempering or ())
+        # chains stay where the score was learned (reflection at the training region's edge)
+        low, high = self.training_region_
+        if self.support_fn is not None:
+            s_low, s_high = self.support_fn(self.x_obs_)
+            low = torch.maximum(low, self.space.to_unconstrained(torch.as_tensor(s_low, dtype=torch.float64)))
+            high = torch.minimum(high, self.space.to_unconstrained(torch.as_tensor(s_high, dtype=torch.float64)))
+        bounds = (low, high)
+        results, infos = [], []
+        for c in range(copies):
+            x_copy = self._noisy(self.x_obs_, "observed", c)
+            g = make_generator(seed, "langevin", c)
+            sampler = self.proposal_ if init == "proposal" else PriorSampler(self.prior)
+            u0, keep = self._to_u(sampler.sample(per_copy, g))
+            u0 = u0[keep]
+
+            def lik(u: Tensor, x_copy: Tensor = x_copy) -> Tensor:
+                return self.likelihood_score(u, x_copy)
+
+            prior_score = self.space.grad_log_prob_unconstrained
+            if step_size == "auto":
+                probes = u0[: min(16, len(u0))]
+                est = curvature_step_size(lambda u: lik(u) + _prior_score_graph(self.space, u), probes,
+                                          kappa=step_size_factor)
+                tau, relax = est.step_size, est.relaxation_steps()
+            else:
+                tau, relax = float(step_size), 1.0
+            n_burn = int(min(max(200, math.ceil(5 * relax)), max_steps // 2)) if burn_in == "auto" else int(burn_in)
+            n_thin = int(min(max(1, math.ceil(relax)), max(1, (max_steps - n_burn) // draws_per_chain))) \
+                if thin == "auto" else int(thin)
+            n_stage = int(max(50, math.ceil(relax))) if steps_per_stage == "auto" else int(steps_per_stage)
+            draws, info = run_langevin(lik, prior_score, u0, step_size=tau, num_draws=draws_per_chain,
+                                       burn_in=n_burn, thin=n_thin, tempering=stages,
+                                       steps_per_stage=n_stage, clip_norm=clip_norm, bounds=bounds,
+                                       generator=g, progress=self.progress)
+            results.append(draws[~info.diverged])
+            infos.append(info)
+        u_draws = torch.cat(results, 0)
+        edge = ((u_draws - low) < 0.02 * (high - low)) | ((high - u_draws) < 0.02 * (high - low))
+        edge_fraction = float(edge.any(-1).double().mean())
+        if edge_fraction > 0.01:
+            warnings.warn(f"{100 * edge_fraction:.1f}% of the draws lie at the edge of the region the "
+                          "score was trained on: the posterior may extend beyond the reference table "
+                          "(widen the proposal, e.g. localize=False, or use more replicates)", stacklevel=2)
+        theta = self.space.to_constrained(u_draws.reshape(-1, u_draws.shape[-1])).reshape(u_draws.shape)
+        names = self.parameter_names or [f"theta{k}" for k in range(theta.shape[-1])]
+        info0 = infos[0]
+        meta = {
+            "method": "score-langevin",
+            "mode": self.mode,
+            "simulations": sum(self.simulations_.values()),
+            "simulations_by_stage": dict(self.simulations_),
+            "step_size": info0.step_size,
+            "step_size_c": info0.step_size * self.n_obs_,
+            "burn_in": info0.burn_in,
+            "thin": info0.thin,
+            "chains": int(u_draws.shape[0]),
+            "diverged_chains": int(sum(int(i.diverged.sum()) for i in infos)),
+            "edge_fraction": edge_fraction,
+            "curvature_penalty": self.fit_report_.penalty,
+            "mean_penalty": getattr(self, "mean_report_", None) and self.mean_report_.penalty,
+        }
+        return Posterior(theta, names, info=meta)
+
+
+def _prior_score_graph(space: ParameterSpace, u: Tensor) -> Tensor:
+    """:math:`\\nabla_u\\log\\pi_u(u)` keeping the graph (for the drift's Jacobian)."""
+    with torch.enable_grad():
+        leaf = u if u.requires_grad else u.detach().requires_grad_(True)
+        lp = space.log_prob_unconstrained(leaf)
+        (grad,) = torch.autograd.grad(lp.sum(), leaf, create_graph=True)
+    return grad

@@ -1,0 +1,154 @@
+r"""Score-matching losses, curvature penalties and the debiasing regression loss.
+
+For a table of parameters :math:`\theta^{(k)} \sim p_{\text{train}}` (the prior, or the
+localized proposal :math:`q`) with :math:`m` simulated observations each, write the
+summed score :math:`S_k = \sum_{i=1}^m s_\phi(\theta^{(k)}, X^{(k)}_i)` and its Jacobian
+:math:`J_k = \nabla_\theta S_k` (``J[j, l] = dS_j / dtheta_l``).
+
+Implicit score matching (eq. 4; eq. 23 with the :math:`1/n` scaling):
+
+.. math:: \ell_k = \tfrac12\|S_k\|^2 + S_k^\top\nabla_\theta\log p_{\text{train}}(\theta^{(k)}) + \operatorname{tr} J_k .
+
+Weighted score matching for data-dependent supports (eq. 19), with :math:`g \ge 0`
+vanishing on the boundary:
+
+.. math:: \tfrac12\|S\odot g^{1/2}\|^2 + (S\odot g)^\top\nabla\log p + \sum_j (\partial_j S_j\, g_j + S_j\,\partial_j g_j).
+
+Curvature penalty (information identity, eqs. 23-24), a squared norm of a *within-θ
+average*:
+
+.. math:: C_k = \Big\| \frac1m \sum_i \big[s_i s_i^\top + \nabla_\theta s_i\big] \Big\|_F^2 .
+
+Debiasing regression (eq. 25) for :math:`h_\psi` with targets :math:`\bar s_l`:
+
+.. math:: \|h - \bar s\|^2 + \lambda_2 \|h h^\top - \nabla h - \bar s h^\top - h \bar s^\top\|_F^2,
+
+or App. B.5 alternative 1: :math:`\lambda_2\|h h^\top + \nabla h\|_F^2`.
+
+References:
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang et al., 2025)
+    | ../shared/seeds/000_1aaaaf87072c12bc.txt (Algorithms 2-3, eqs. 4, 19, 23-25, App. B.5)
+    | Generalized score matching for non-negative data (Yu et al., 2019)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+__all__ = [
+    "ScoreEvaluation",
+    "evaluate_score",
+    "implicit_score_matching",
+    "weighted_score_matching",
+    "curvature_penalty",
+    "mean_regression_loss",
+    "jacobian",
+]
+
+
+class ScoreEvaluation(NamedTuple):
+    per_observation: Tensor  # s_i, [B, m, d]
+    total: Tensor  # S = sum_i s_i, [B, d]
+    jacobian: Tensor  # J = d S / d theta, [B, d, d]
+
+
+def jacobian(output: Tensor, theta: Tensor, *, create_graph: bool = True) -> Tensor:
+    r"""Rows of :math:`\partial\,\text{output}_j / \partial\theta`, ``[B, d] -> [B, d, d]``.
+
+    ``theta`` is the leaf the output was computed from (``requires_grad``); rows that do
+    not depend on ``theta`` come back as zeros. One backward pass per output coordinate.
+    """
+    rows = []
+    for j in range(output.shape[-1]):
+        (row,) = torch.autograd.grad(output[..., j].sum(), theta, create_graph=create_graph,
+                                     retain_graph=True, allow_unused=True)
+        rows.append(torch.zeros_like(theta) if row is None else row)
+    return torch.stack(rows, dim=-2)
+
+
+def evaluate_score(net: nn.Module, theta: Tensor, x: Tensor, *, create_graph: bool = True) -> ScoreEvaluation:
+    r"""Evaluate :math:`s_\phi` on ``m`` observations per parameter, with the summed Jacobian.
+
+    Arguments:
+        net: ``net(theta [*, d], x [*, p]) -> [*, d]``.
+        theta: ``[B, d]`` (a fresh leaf is made internally).
+        x: ``[B, m, p]``.
+    """
+    leaf = theta.detach().requires_grad_(True)
+    per_obs = net(leaf[:, None, :], x)
+    total = per_obs.sum(1)
+    return ScoreEvaluation(per_obs, total, jacobian(total, leaf, create_graph=create_graph))
+
+
+def implicit_score_matching(total: Tensor, jac: Tensor, grad_log_p: Tensor) -> Tensor:
+    r"""Per-row implicit score-matching objective ``[B]`` (eq. 4).
+
+    Arguments:
+        total: :math:`S` ``[B, d]``; jac: :math:`\nabla_\theta S` ``[B, d, d]``;
+        grad_log_p: :math:`\nabla\log p_{\text{train}}(\theta)` ``[B, d]``.
+    """
+    trace = torch.diagonal(jac, dim1=-2, dim2=-1).sum(-1)
+    return 0.5 * (total**2).sum(-1) + (total * grad_log_p).sum(-1) + trace
+
+
+def weighted_score_matching(total: Tensor, jac: Tensor, grad_log_p: Tensor,
+                            weight: Tensor, weight_diag_grad: Tensor) -> Tensor:
+    r"""Per-row weighted implicit score matching ``[B]`` (eq. 19).
+
+    Arguments:
+        weight: :math:`g(\theta, X)` ``[B, d]``, non-negative, zero on the boundary.
+        weight_diag_grad: :math:`\partial g_j / \partial\theta_j` ``[B, d]``.
+    """
+    diag = torch.diagonal(jac, dim1=-2, dim2=-1)
+    return (0.5 * total**2 * weight + total * weight * grad_log_p
+            + diag * weight + total * weight_diag_grad).sum(-1)
+
+
+def curvature_penalty(per_observation: Tensor, jac_sum: Tensor) -> Tensor:
+    r"""Per-group :math:`\|\frac1m\sum_i (s_i s_i^\top + \nabla s_i)\|_F^2`, ``[B]``.
+
+    Arguments:
+        per_observation: ``[B, m, d]``; jac_sum: :math:`\sum_i \nabla_\theta s_i` ``[B, d, d]``.
+    """
+    m = per_observation.shape[1]
+    outer = torch.einsum("bmi,bmj->bij", per_observation, per_observation)
+    return (((outer + jac_sum) / m) ** 2).sum((-2, -1))
+
+
+def mean_regression_loss(h: Tensor, h_jac: Tensor, s_bar: Tensor, penalty: float,
+                         alternative: str = "debias") -> tuple[Tensor, Tensor]:
+    r"""Debiasing regression loss (eq. 25) per row, returned as (regression [B], penalty [B]).
+
+    Arguments:
+        h: :math:`h_\psi(\theta)` ``[B, d]``; h_jac: :math:`\nabla_\theta h` ``[B, d, d]``;
+        s_bar: group means of the frozen score ``[B, d]``;
+        alternative: ``"debias"`` (Algorithm 3) or ``"a1"`` (App. B.5 alternative 1).
+    """
+    regression = ((h - s_bar) ** 2).sum(-1)
+    if penalty == 0:
+        return regression, torch.zeros_like(regression)
+    hh = h[:, :, None] * h[:, None, :]
+    if alternative == "debias":
+        inner = hh - h_jac - s_bar[:, :, None] * h[:, None, :] - h[:, :, None] * s_bar[:, None, :]
+    elif alternative == "a1":
+        inner = hh + h_jac
+    else:
+        raise ValueError(f"unknown alternative {alternative!r}; use 'debias' or 'a1'")
+    return regression, (inner**2).sum((-2, -1))
+
+
+def weight_and_diagonal_gradient(weight_fn: Callable[[Tensor, Tensor], Tensor], theta: Tensor,
+                                 x: Tensor) -> tuple[Tensor, Tensor]:
+    r""":math:`g(\theta, X)` ``[B, d]`` and :math:`\partial g_j/\partial\theta_j` ``[B, d]`` by autograd."""
+    with torch.enable_grad():
+        leaf = theta.detach().requires_grad_(True)
+        g = weight_fn(leaf, x)
+        diag = torch.diagonal(jacobian(g, leaf, create_graph=False), dim1=-2, dim2=-1)
+    return g.detach(), diag.detach()
+
+
+__all__.append("weight_and_diagonal_gradient")

@@ -1,0 +1,162 @@
+r"""Score networks :math:`s_\phi(\theta, x)` and the mean-regression network :math:`h_\psi(\theta)`.
+
+One architecture serves every structure of Jiang, Wang and Yang (2025):
+
+- single-observation / n-model: :math:`s_\phi(\theta, X_i)` with ``x [*, p]``; the full-data
+  score is the additive :math:`\sum_i s_\phi(\theta, X_i)` (Remark 3);
+- full-data network on summary statistics: ``x = vec(S)`` (no additivity);
+- Markov blockwise score :math:`s(\theta, x_{i-1}, x_i)`: ``x = [x_{i-1}, x_i]`` (Remark 4).
+
+Inputs are standardised with statistics of the training table (buffers, saved with the
+state dict) and the output is divided by the parameter scale, so a unit-scale network
+output is a score of the right order.
+
+:meth:`ScoreNet.sum_over_observations` evaluates :math:`\sum_{i=1}^n s_\phi(\theta_c, X_i)`
+for ``C`` chains at once, precomputing the first layer's data part :math:`W_x X_i + b`
+once per data set (the Langevin drift's hot path).
+
+References:
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang et al., 2025)
+    | ../shared/seeds/000_1aaaaf87072c12bc.txt
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["ScoreNet", "MeanNet", "ACTIVATIONS"]
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "tanh": nn.Tanh,
+    "elu": nn.ELU,
+    "relu": nn.ReLU,
+    "silu": nn.SiLU,
+    "gelu": nn.GELU,
+    "softplus": nn.Softplus,
+}
+
+
+def _activation(name: str | type[nn.Module]) -> type[nn.Module]:
+    if isinstance(name, str):
+        if name.lower() not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {name!r}; choose one of {sorted(ACTIVATIONS)}")
+        return ACTIVATIONS[name.lower()]
+    return name
+
+
+class _Standardiser(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.register_buffer("shift", torch.zeros(dim))
+        self.register_buffer("scale", torch.ones(dim))
+
+    def fit(self, data: Tensor) -> None:
+        data = data.reshape(-1, data.shape[-1]).to(self.shift)
+        self.shift.copy_(data.mean(0))
+        self.scale.copy_(data.std(0).clamp_min(1e-6) if len(data) > 1 else torch.ones_like(self.scale))
+
+    def forward(self, value: Tensor) -> Tensor:
+        return (value - self.shift) / self.scale
+
+
+class ScoreNet(nn.Module):
+    r"""Per-observation score network :math:`s_\phi(\theta, x) \in \mathbb R^d`.
+
+    Arguments:
+        theta_dim: :math:`d`.
+        x_dim: :math:`p` (length of one observation, or of ``vec(S)``).
+        hidden: hidden layer widths, e.g. ``(64,)`` or ``(64, 64, 64)``.
+        activation: ``"tanh"``, ``"elu"``, ... or an ``nn.Module`` class.
+
+    ``forward(theta [*, d], x [*, p]) -> [*, d]`` (leading shapes broadcast).
+    """
+
+    def __init__(self, theta_dim: int, x_dim: int, hidden: Sequence[int] = (64, 64),
+                 activation: str | type[nn.Module] = "elu"):
+        super().__init__()
+        act = _activation(activation)
+        self.theta_dim, self.x_dim = theta_dim, x_dim
+        self.theta_norm = _Standardiser(theta_dim)
+        self.x_norm = _Standardiser(x_dim)
+        widths = [theta_dim + x_dim, *hidden]
+        self.first = nn.Linear(widths[0], widths[1]) if hidden else None
+        layers: list[nn.Module] = []
+        if hidden:
+            layers.append(act())
+            for a, b in zip(widths[1:-1], widths[2:]):
+                layers += [nn.Linear(a, b), act()]
+            layers.append(nn.Linear(widths[-1], theta_dim))
+        else:
+            layers.append(nn.Linear(widths[0], theta_dim))
+        self.rest = nn.Sequential(*layers)
+
+    def fit_standardisation(self, theta: Tensor, x: Tensor) -> None:
+        """Set input statistics from a training table (``theta [N, d]``, ``x [..., p]``)."""
+        self.theta_norm.fit(theta)
+        self.x_norm.fit(x)
+
+    def forward(self, theta: Tensor, x: Tensor) -> Tensor:
+        t = self.theta_norm(theta)
+        z = self.x_norm(x)
+        t, z = _broadcast(t, z)
+        h = torch.cat([t, z], dim=-1)
+        if self.first is not None:
+            h = self.first(h)
+        return self.rest(h) / self.theta_norm.scale
+
+    def sum_over_observations(self, theta: Tensor, x: Tensor, *, max_elements: int = 2**24) -> Tensor:
+        r""":math:`\sum_{i=1}^n s_\phi(\theta_c, X_i)` for chains ``theta [C, d]``, data ``x [n, p]``.
+
+        Returns ``[C, d]``. The first layer is split as :math:`W_\theta\theta + (W_x X_i + b)`
+        and the data part computed once; chains are processed in chunks so that at most
+        ``max_elements`` hidden activations are alive at a time.
+        """
+        if self.first is None:
+            return self(theta[:, None, :], x[None]).sum(1)
+        w_theta = self.first.weight[:, : self.theta_dim]
+        w_x = self.first.weight[:, self.theta_dim :]
+        data_part = self.x_norm(x) @ w_x.T + self.first.bias  # [n, h]
+        theta_part = self.theta_norm(theta) @ w_theta.T  # [C, h]
+        n, width = data_part.shape
+        chunk = max(1, max_elements // max(1, n * width))
+        out = []
+        for start in range(0, theta.shape[0], chunk):
+            pre = theta_part[start : start + chunk, None, :] + data_part[None]  # [c, n, h]
+            out.append(self.rest(pre).sum(1))
+        return torch.cat(out, 0) / self.theta_norm.scale
+
+
+def _broadcast(t: Tensor, z: Tensor) -> tuple[Tensor, Tensor]:
+    lead = torch.broadcast_shapes(t.shape[:-1], z.shape[:-1])
+    return t.expand(*lead, t.shape[-1]), z.expand(*lead, z.shape[-1])
+
+
+class MeanNet(nn.Module):
+    r"""Mean-regression network :math:`h_\psi(\theta) \approx \mathbb E_{p_\theta}[s_\phi(\theta, X)]`.
+
+    ``forward(theta [*, d]) -> [*, d]``; same hidden structure as the score net by default
+    (the paper found that works best, App. B.4).
+    """
+
+    def __init__(self, theta_dim: int, hidden: Sequence[int] = (64, 64),
+                 activation: str | type[nn.Module] = "elu"):
+        super().__init__()
+        act = _activation(activation)
+        self.theta_norm = _Standardiser(theta_dim)
+        self.register_buffer("out_scale", torch.ones(theta_dim))
+        widths = [theta_dim, *hidden]
+        layers: list[nn.Module] = []
+        for a, b in zip(widths[:-1], widths[1:]):
+            layers += [nn.Linear(a, b), act()]
+        layers.append(nn.Linear(widths[-1], theta_dim))
+        self.net = nn.Sequential(*layers)
+
+    def fit_standardisation(self, theta: Tensor, targets: Tensor) -> None:
+        self.theta_norm.fit(theta)
+        self.out_scale.copy_(targets.std(0).clamp_min(1e-6) if len(targets) > 1 else self.out_scale)
+
+    def forward(self, theta: Tensor) -> Tensor:
+        return self.net(self.theta_norm(theta)) * self.out_scale

@@ -1,0 +1,301 @@
+r"""Training loops for the score network and the debiasing mean-regression network.
+
+The protocol of App. B.3-B.4 (Algorithms 2-3): split the tables 50/50 into training and
+validation parts; train without penalty (warm start, early stopping on the validation
+loss); then, for each candidate penalty weight :math:`\lambda`, continue from the warm
+start with the penalty and keep the :math:`\lambda` with the smallest validation
+*score-matching* loss (for :math:`h_\psi`: validation *regression* loss). A single fixed
+:math:`\lambda` (the paper's values) is a one-element grid.
+
+Learning rates decay exponentially from ``lr[0]`` to ``lr[1]`` over a phase (V.A10).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+
+from .losses import (
+    curvature_penalty,
+    evaluate_score,
+    implicit_score_matching,
+    jacobian,
+    mean_regression_loss,
+    weighted_score_matching,
+)
+
+__all__ = ["TrainingSchedule", "FitReport", "fit_score_network", "fit_mean_network", "split_indices"]
+
+
+@dataclass
+class TrainingSchedule:
+    """Optimisation settings of one network.
+
+    Arguments:
+        epochs: maximum epochs of the warm-start phase (no penalty).
+        penalty_epochs: epochs with the penalty, per candidate lambda.
+        batch_size: rows (parameters) per step of the main table.
+        lr: (initial, final) learning rate of Adam, exponential decay over each phase.
+        patience: early stopping after this many epochs without validation improvement.
+        validation_fraction: share of the tables held out (the paper's 50%).
+    """
+
+    epochs: int = 300
+    penalty_epochs: int = 60
+    batch_size: int = 256
+    lr: tuple[float, float] = (1e-3, 1e-5)
+    patience: int = 40
+    validation_fraction: float = 0.5
+
+
+@dataclass
+class FitReport:
+    penalty: float
+    validation_loss: float
+    candidates: dict[float, float] = field(default_factory=dict)  # lambda -> validation loss
+    history: list[float] = field(default_factory=list)  # validation loss per warm-start epoch
+    epochs: int = 0
+
+
+def split_indices(num: int, fraction: float, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
+    """Random (train, validation) index split; validation gets ``round(num*fraction)`` (>= 1)."""
+    perm = torch.randperm(num, generator=generator)
+    n_val = min(num - 1, max(1, round(num * fraction))) if num > 1 else 0
+    return perm[n_val:], perm[:n_val]
+
+
+def _decay(optimiser: torch.optim.Optimizer, lr: tuple[float, float], epochs: int):
+    gamma = (lr[1] / lr[0]) ** (1.0 / max(1, epochs))
+    return torch.optim.lr_scheduler.ExponentialLR(optimiser, gamma)
+
+
+def _batches(num: int, size: int, generator: torch.Generator | None) -> list[Tensor]:
+    perm = torch.randperm(num, generator=generator)
+    return list(perm.split(size))
+
+
+def _train_phase(net: nn.Module, step_loss: Callable[[Tensor, int, int], Tensor], num_rows: int,
+                 validate: Callable[[], float], *, epochs: int, schedule: TrainingSchedule,
+                 generator: torch.Generator | None, bar: tqdm | None,
+                 history: list[float] | None = None) -> tuple[float, int]:
+    """Adam with exponential decay and early stopping; leaves the best weights in ``net``."""
+    optimiser = torch.optim.Adam(net.parameters(), lr=schedule.lr[0])
+    scheduler = _decay(optimiser, schedule.lr, epochs)
+    best, best_state, since, done = validate(), copy.deepcopy(net.state_dict()), 0, 0
+    for epoch in range(epochs):
+        batches = _batches(num_rows, schedule.batch_size, generator)
+        net.train()
+        for step, idx in enumerate(batches):
+            loss = step_loss(idx, step, len(batches))
+            if not torch.isfinite(loss):
+                raise FloatingPointError(
+                    "non-finite training loss: lower the learning rate or check the simulator "
+                    "output for extreme values"
+                )
+            optimiser.zero_grad(set_to_none=True)
+            loss.backward()
+            optimiser.step()
+        scheduler.step()
+        done += 1
+        value = validate()
+        if history is not None:
+            history.append(value)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(val=f"{value:.4g}")
+        if value < best - 1e-7 * abs(best):
+            best, best_state, since = value, copy.deepcopy(net.state_dict()), 0
+        else:
+            since += 1
+            if since >= schedule.patience:
+                break
+    net.load_state_dict(best_state)
+    if bar is not None and done < epochs:
+        bar.update(epochs - done)
+    return best, done
+
+
+def fit_score_network(
+    net: nn.Module,
+    theta: Tensor,
+    x: Tensor,
+    grad_log_p: Tensor,
+    *,
+    schedule: TrainingSchedule,
+    penalties: Sequence[float] = (0.0,),
+    curvature_theta: Tensor | None = None,
+    curvature_x: Tensor | None = None,
+    weight_fn: Callable[[Tensor, Tensor], Tensor] | None = None,
+    generator: torch.Generator | None = None,
+    progress: bool = False,
+    desc: str = "score net",
+) -> FitReport:
+    r"""Train :math:`s_\phi` by (weighted) implicit score matching plus a curvature penalty.
+
+    Arguments:
+        net: ``net(theta [*, d], x [*, p]) -> [*, d]``; its standardisation is fitted here.
+        theta: table parameters in the space the score lives in, ``[N, d]``.
+        x: observations per parameter ``[N, m, p]`` (``m = 1`` single-model, ``m = n`` n-model).
+        grad_log_p: :math:`\nabla\log p_{\text{train}}(\theta)` of the table's sampling density, ``[N, d]``.
+        penalties: candidate curvature weights :math:`\lambda`; ``0`` means no penalty phase.
+        curvature_theta, curvature_x: the grouped table :math:`D^R` (``[N_R, d]``, ``[N_R, m_R, p]``)
+            for the penalty; default: the main table itself (n-model, eq. 23).
+        weight_fn: :math:`g(\theta, X)` for data-dependent supports (eq. 19), ``[B, d]``.
+
+    The score-matching term of a row is divided by ``m`` (the :math:`1/n` of eq. 23).
+    Returns a :class:`FitReport` (chosen lambda, validation losses).
+    """
+    device = next(net.parameters()).device
+    dtype = next(net.parameters()).dtype
+    theta, x, grad_log_p = (t.to(device, dtype) for t in (theta, x, grad_log_p))
+    if curvature_theta is None:
+        curvature_theta, curvature_x = theta, x
+    curvature_theta, curvature_x = curvature_theta.to(device, dtype), curvature_x.to(device, dtype)
+    m = x.shape[1]
+    net.fit_standardisation(theta, x)
+    tr, va = split_indices(len(theta), schedule.validation_fraction, generator)
+    same_table = curvature_theta is theta
+    ctr, cva = (tr, va) if same_table else split_indices(len(curvature_theta), schedule.validation_fraction, generator)
+
+    def sm_rows(idx: Tensor, create_graph: bool) -> tuple[Tensor, Tensor, Tensor]:
+        ev = evaluate_score(net, theta[idx], x[idx], create_graph=create_graph)
+        if weight_fn is None:
+            rows = implicit_score_matching(ev.total, ev.jacobian, grad_log_p[idx])
+        else:
+            from .losses import weight_and_diagonal_gradient
+
+            g, dg = weight_and_diagonal_gradient(weight_fn, theta[idx], x[idx])
+            rows = weighted_score_matching(ev.total, ev.jacobian, grad_log_p[idx], g, dg)
+        return rows / m, ev.per_observation, ev.jacobian
+
+    def validate() -> float:
+        net.eval()
+        total, count = 0.0, 0
+        with torch.enable_grad():
+            for idx in va.split(max(1, schedule.batch_size)):
+                rows, _, _ = sm_rows(idx, create_graph=False)
+                total += float(rows.detach().sum())
+                count += len(idx)
+        return total / max(1, count)
+
+    penalty_weight = 0.0
+    groups_per_step = 1
+
+    def step_loss(batch: Tensor, step: int, steps: int) -> Tensor:
+        idx = tr[batch]
+        rows, per_obs, jac = sm_rows(idx, create_graph=True)
+        loss = rows.mean()
+        if penalty_weight > 0:
+            if same_table:
+                pen = curvature_penalty(per_obs, jac)
+            else:
+                start = (step * groups_per_step) % max(1, len(ctr))
+                gidx = ctr[start : start + groups_per_step]
+                ev = evaluate_score(net, curvature_theta[gidx], curvature_x[gidx])
+                pen = curvature_penalty(ev.per_observation, ev.jacobian)
+            loss = loss + penalty_weight * pen.mean()
+        return loss
+
+    total_epochs = schedule.epochs + schedule.penalty_epochs * sum(1 for p in penalties if p > 0)
+    bar = tqdm(total=total_epochs, desc=desc, disable=not progress, leave=False)
+    report = FitReport(penalty=0.0, validation_loss=math.inf)
+    try:
+        warm_loss, report.epochs = _train_phase(net, step_loss, len(tr), validate, epochs=schedule.epochs,
+                                                schedule=schedule, generator=generator, bar=bar,
+                                                history=report.history)
+        warm_state = copy.deepcopy(net.state_dict())
+        report.candidates[0.0] = warm_loss
+        best_state, best_loss, best_penalty = warm_state, warm_loss, 0.0
+        n_steps = math.ceil(len(tr) / schedule.batch_size)
+        groups_per_step = max(1, math.ceil(len(ctr) / n_steps)) if not same_table else 1
+        for lam in penalties:
+            if lam <= 0:
+                continue
+            net.load_state_dict(warm_state)
+            penalty_weight = float(lam)
+            loss, _ = _train_phase(net, step_loss, len(tr), validate, epochs=schedule.penalty_epochs,
+                                   schedule=schedule, generator=generator, bar=bar)
+            report.candidates[float(lam)] = loss
+            if loss < best_loss:
+                best_state, best_loss, best_penalty = copy.deepcopy(net.state_dict()), loss, float(lam)
+        net.load_state_dict(best_state)
+    finally:
+        bar.close()
+    report.penalty, report.validation_loss = best_penalty, best_loss
+    net.eval()
+    return report
+
+
+def fit_mean_network(
+    net: nn.Module,
+    theta: Tensor,
+    targets: Tensor,
+    *,
+    schedule: TrainingSchedule,
+    penalties: Sequence[float] = (0.0,),
+    alternative: str = "debias",
+    generator: torch.Generator | None = None,
+    progress: bool = False,
+    desc: str = "mean net",
+) -> FitReport:
+    r"""Train the debiasing regression :math:`h_\psi(\theta) \approx \bar s` (eq. 25).
+
+    Arguments:
+        net: ``net(theta [*, d]) -> [*, d]``.
+        theta: group parameters ``[N_R, d]``; targets: :math:`\bar s_l` ``[N_R, d]`` (frozen score means).
+        penalties: candidate :math:`\lambda_2`; selection by validation regression loss.
+        alternative: ``"debias"`` (Algorithm 3) or ``"a1"`` (App. B.5 alternative 1).
+    """
+    device = next(net.parameters()).device
+    dtype = next(net.parameters()).dtype
+    theta, targets = theta.to(device, dtype), targets.to(device, dtype)
+    net.fit_standardisation(theta, targets)
+    tr, va = split_indices(len(theta), schedule.validation_fraction, generator)
+    penalty_weight = 0.0
+
+    def validate() -> float:
+        net.eval()
+        with torch.no_grad():
+            return float(((net(theta[va]) - targets[va]) ** 2).sum(-1).mean())
+
+    def step_loss(batch: Tensor, step: int, steps: int) -> Tensor:
+        idx = tr[batch]
+        if penalty_weight == 0:
+            return ((net(theta[idx]) - targets[idx]) ** 2).sum(-1).mean()
+        leaf = theta[idx].detach().requires_grad_(True)
+        h = net(leaf)
+        reg, pen = mean_regression_loss(h, jacobian(h, leaf), targets[idx], penalty_weight, alternative)
+        return (reg + penalty_weight * pen).mean()
+
+    total_epochs = schedule.epochs + schedule.penalty_epochs * sum(1 for p in penalties if p > 0)
+    bar = tqdm(total=total_epochs, desc=desc, disable=not progress, leave=False)
+    report = FitReport(penalty=0.0, validation_loss=math.inf)
+    try:
+        warm_loss, report.epochs = _train_phase(net, step_loss, len(tr), validate, epochs=schedule.epochs,
+                                                schedule=schedule, generator=generator, bar=bar,
+                                                history=report.history)
+        warm_state = copy.deepcopy(net.state_dict())
+        report.candidates[0.0] = warm_loss
+        best_state, best_loss, best_penalty = warm_state, warm_loss, 0.0
+        for lam in penalties:
+            if lam <= 0:
+                continue
+            net.load_state_dict(warm_state)
+            penalty_weight = float(lam)
+            loss, _ = _train_phase(net, step_loss, len(tr), validate, epochs=schedule.penalty_epochs,
+                                   schedule=schedule, generator=generator, bar=bar)
+            report.candidates[float(lam)] = loss
+            if loss < best_loss:
+                best_state, best_loss, best_penalty = copy.deepcopy(net.state_dict()), loss, float(lam)
+        net.load_state_dict(best_state)
+    finally:
+        bar.close()
+    report.penalty, report.validation_loss = best_penalty, best_loss
+    net.eval()
+    return report
