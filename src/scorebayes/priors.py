@@ -20,6 +20,7 @@ CLI's ``[[prior]]`` tables.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
 
 import torch
@@ -181,6 +182,9 @@ def prior_from_spec(specs: Sequence[dict]) -> IndependentPrior:
     return IndependentPrior(marginals)
 
 
+_GLOBAL_RNG_LOCK = threading.Lock()  # fork_rng + manual_seed is not thread-safe
+
+
 def sample(
     prior: Distribution, num: int, *, generator: torch.Generator | None = None
 ) -> Tensor:
@@ -188,13 +192,13 @@ def sample(
 
     ``Distribution.sample`` takes no generator, so a seed is drawn from ``generator``
     and the global RNG is used inside :func:`torch.random.fork_rng` (the caller's
-    global state is untouched).
+    global state is untouched) under a process-wide lock, so threads do not interleave.
 
     Returns:
         theta: ``[num, d]``.
     """
     seed = int(torch.randint(0, 2**62, (1,), generator=generator).item())
-    with torch.random.fork_rng(devices=[]):
+    with _GLOBAL_RNG_LOCK, torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         theta = prior.sample((num,))
     if theta.dim() == 1:
