@@ -1,0 +1,226 @@
+r"""Swappable Metropolis-Hastings acceptance rules with one signature.
+
+A rule maps a proposed :class:`Move` to the log acceptance probability,
+``rule(move) -> log_alpha [C]`` (values :math:`\le 0`). With
+:math:`\tau = x' - x` and :math:`\Delta_q = \log q(x\mid x') - \log q(x'\mid x)`:
+
+- :class:`ExactRule`: :math:`\min\{0, \log p(x') - \log p(x) + \Delta_q\}` when a
+  (possibly unnormalised) log-density is known;
+- :class:`LearnedRule`: :math:`\log a_\omega(x', x)` from an acceptance network trained by
+  score balance matching (:mod:`scorebayes.scoremh.sbm`); the proposal is built into it
+  (``form="ratio"`` uses :math:`\min\{0, \log a_\omega(x',x) - \log a_\omega(x,x')\}` instead);
+- :class:`TaylorRule`: the Taylor expansions of App. A of the paper; the default
+  (order 1 with averaging) is :math:`\min\{0, \tfrac12(\tilde s(x)+\tilde s(x'))\cdot\tau + \Delta_q\}`;
+- :class:`QuadratureRule` (beyond the paper): the path integral
+  :math:`\log p(x') - \log p(x) = \int_0^1 \tilde s(x + t\tau)\cdot\tau\,dt` by ``k``-node
+  Gauss-Lobatto (default; the endpoints are nodes, ``k = 2`` is the trapezoid rule, i.e.
+  exactly Taylor-1 with averaging, and ``k`` nodes integrate polynomials of degree
+  :math:`2k-3` exactly with only :math:`k-2` new score evaluations) or Gauss-Legendre
+  (``k`` interior nodes, exact to degree :math:`2k-1`; ``k = 1`` is the midpoint rule);
+- :class:`AlwaysAccept`: no correction (a Langevin proposal then gives ULA).
+
+Only differences of log-densities enter, so an unnormalised density or a score alone suffices.
+
+References:
+    | Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025), eq. (5), App. A
+    | https://arxiv.org/abs/2501.00467 (seed file 004_4c01255ce52071c1.txt)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from torch import Tensor
+
+__all__ = [
+    "Move",
+    "ExactRule",
+    "LearnedRule",
+    "TaylorRule",
+    "QuadratureRule",
+    "AlwaysAccept",
+    "quadrature_nodes",
+]
+
+
+class Move(NamedTuple):
+    r"""A proposed move of ``C`` chains.
+
+    Attributes:
+        x: current states ``[C, d]``.
+        x_prop: proposals ``[C, d]``.
+        score: :math:`\tilde s(x)` ``[C, d]`` (``None`` if no score is available).
+        score_prop: :math:`\tilde s(x')` ``[C, d]`` (or ``None``).
+        log_q_ratio: :math:`\log q(x\mid x') - \log q(x'\mid x)` ``[C]``.
+    """
+
+    x: Tensor
+    x_prop: Tensor
+    score: Tensor | None
+    score_prop: Tensor | None
+    log_q_ratio: Tensor
+
+
+def _need_scores(move: Move, rule: str) -> tuple[Tensor, Tensor]:
+    if move.score is None or move.score_prop is None:
+        raise ValueError(f"the {rule} acceptance rule needs scores: build the kernel with a score")
+    return move.score, move.score_prop
+
+
+def _clamp_log_alpha(log_ratio: Tensor) -> Tensor:
+    log_ratio = torch.where(torch.isnan(log_ratio), torch.full_like(log_ratio, -torch.inf), log_ratio)
+    return log_ratio.clamp(max=0.0)
+
+
+class AlwaysAccept:
+    """Accept every proposal (unadjusted dynamics, e.g. ULA)."""
+
+    def __call__(self, move: Move) -> Tensor:
+        return torch.zeros(move.x.shape[0], dtype=move.x.dtype, device=move.x.device)
+
+
+class ExactRule:
+    r"""Exact MH: :math:`\log\alpha = \min\{0, \log p(x') - \log p(x) + \Delta_q\}`.
+
+    Arguments:
+        log_density: :math:`\log p` up to a constant, ``[C, d] -> [C]``; ``-inf`` (or NaN)
+            outside the support rejects the move.
+    """
+
+    def __init__(self, log_density: Callable[[Tensor], Tensor]):
+        self.log_density = log_density
+
+    def __call__(self, move: Move) -> Tensor:
+        diff = self.log_density(move.x_prop) - self.log_density(move.x)
+        return _clamp_log_alpha(diff + move.log_q_ratio)
+
+
+class LearnedRule:
+    r"""Learned acceptance from a network :math:`a_\omega` (first slot: the destination).
+
+    ``form="direct"`` (the paper): :math:`\log\alpha = \log a_\omega(x', x)`.
+    ``form="ratio"``: :math:`\log\alpha = \min\{0, \log a_\omega(x', x) - \log a_\omega(x, x')\}`.
+    Score balance matching identifies :math:`a_\omega` only up to the family of detailed-balance
+    solutions (any :math:`a` with :math:`a(x',x)/a(x,x') = r`; the entropy term drives it toward
+    Barker's :math:`r/(1+r)`). Every such :math:`a` is below :math:`\min\{1, r\}`, and the ratio
+    form recovers exactly :math:`\min\{1, r\}` from any of them (Peskun-optimal, up to twice
+    Barker's acceptance), at the price of a second network evaluation.
+
+    Arguments:
+        log_accept: ``(x_to [C, d], x_from [C, d]) -> [C]``, e.g. an
+            :class:`~scorebayes.scoremh.acceptance_net.AcceptanceNet`'s ``log_accept``
+            (or a ``functools.partial`` fixing its conditioning).
+        form: ``"direct"`` or ``"ratio"``.
+    """
+
+    def __init__(self, log_accept: Callable[[Tensor, Tensor], Tensor], form: str = "direct"):
+        if form not in ("direct", "ratio"):
+            raise ValueError(f"learned acceptance form must be 'direct' or 'ratio', got {form!r}")
+        self.log_accept, self.form = log_accept, form
+
+    def __call__(self, move: Move) -> Tensor:
+        log_a = self.log_accept(move.x_prop, move.x).reshape(-1)
+        if self.form == "ratio":
+            log_a = log_a - self.log_accept(move.x, move.x_prop).reshape(-1)
+        return _clamp_log_alpha(log_a)
+
+
+def _quadratic_form(score: Callable[[Tensor], Tensor], x: Tensor, tau: Tensor) -> Tensor:
+    r""":math:`\tau^\top J_{\tilde s}(x)\,\tau` ``[C]`` by one vector-Jacobian product."""
+    with torch.enable_grad():
+        x = x.detach().requires_grad_(True)
+        (jt_tau,) = torch.autograd.grad((score(x) * tau).sum(), x)
+    return (jt_tau * tau).sum(-1).detach()
+
+
+class TaylorRule:
+    r"""Taylor approximations of :math:`\log p(x') - \log p(x)` (App. A).
+
+    ``order=1, averaging=True`` (default, "Taylor-1 (averaging)"): :math:`\tfrac12(\tilde s(x)+\tilde s(x'))\cdot\tau`;
+    ``order=1, averaging=False``: :math:`\tilde s(x)\cdot\tau`;
+    ``order=2, averaging=False``: :math:`\tilde s(x)\cdot\tau + \tfrac12\tau^\top J(x)\tau`;
+    ``order=2, averaging=True``: :math:`\tfrac12(\tilde s(x)+\tilde s(x'))\cdot\tau + \tfrac14\tau^\top(J(x) - J(x'))\tau`.
+
+    Arguments:
+        order: 1 or 2.
+        averaging: expand around both endpoints and average.
+        score: the score callable; needed for ``order=2`` (its Jacobian).
+    """
+
+    def __init__(self, order: int = 1, averaging: bool = True,
+                 score: Callable[[Tensor], Tensor] | None = None):
+        if order not in (1, 2):
+            raise ValueError(f"Taylor order must be 1 or 2, got {order}")
+        if order == 2 and score is None:
+            raise ValueError("the order-2 Taylor rule needs the score callable (for its Jacobian)")
+        self.order, self.averaging, self.score = order, averaging, score
+
+    def __call__(self, move: Move) -> Tensor:
+        s, s_prop = _need_scores(move, "Taylor")
+        tau = move.x_prop - move.x
+        if self.averaging:
+            diff = 0.5 * ((s + s_prop) * tau).sum(-1)
+            if self.order == 2:
+                diff = diff + 0.25 * (_quadratic_form(self.score, move.x, tau)
+                                      - _quadratic_form(self.score, move.x_prop, tau))
+        else:
+            diff = (s * tau).sum(-1)
+            if self.order == 2:
+                diff = diff + 0.5 * _quadratic_form(self.score, move.x, tau)
+        return _clamp_log_alpha(diff + move.log_q_ratio)
+
+
+def quadrature_nodes(num_nodes: int, kind: str = "lobatto") -> tuple[np.ndarray, np.ndarray]:
+    r"""Nodes ``t [k]`` and weights ``w [k]`` on :math:`[0, 1]` (weights sum to 1).
+
+    ``"lobatto"``: :math:`t = 0, 1` and the roots of :math:`P'_{k-1}` (mapped), weights
+    :math:`2/(k(k-1)P_{k-1}(u_i)^2)` halved; ``"legendre"``: roots of :math:`P_k`.
+    """
+    leg = np.polynomial.legendre
+    if kind == "lobatto":
+        if num_nodes < 2:
+            raise ValueError("Gauss-Lobatto needs at least 2 nodes (the two endpoints)")
+        interior = leg.Legendre.basis(num_nodes - 1).deriv().roots() if num_nodes > 2 else np.array([])
+        u = np.concatenate([[-1.0], np.sort(np.real(interior)), [1.0]])
+        p = leg.legval(u, [0] * (num_nodes - 1) + [1])
+        w = 2.0 / (num_nodes * (num_nodes - 1) * p**2)
+    elif kind == "legendre":
+        if num_nodes < 1:
+            raise ValueError("Gauss-Legendre needs at least 1 node")
+        u, w = leg.leggauss(num_nodes)
+    else:
+        raise ValueError(f"quadrature kind must be 'lobatto' or 'legendre', got {kind!r}")
+    return (u + 1) / 2, w / 2
+
+
+class QuadratureRule:
+    r"""Path-integral acceptance: :math:`\log p(x') - \log p(x) \approx \sum_i w_i\,\tilde s(x + t_i\tau)\cdot\tau`.
+
+    Exact for any conservative score up to the quadrature error, which falls with
+    ``num_nodes`` as fast as the score is smooth along the segment.
+
+    Arguments:
+        score: :math:`\tilde s`, ``[C, d] -> [C, d]``.
+        num_nodes: ``k``; with Lobatto ``k = 2`` equals :class:`TaylorRule` (order 1, averaging).
+        kind: ``"lobatto"`` (default, reuses the scores cached at both endpoints) or ``"legendre"``.
+    """
+
+    def __init__(self, score: Callable[[Tensor], Tensor], num_nodes: int = 3, kind: str = "lobatto"):
+        self.score, self.kind = score, kind
+        self.nodes, self.weights = quadrature_nodes(num_nodes, kind)
+
+    def __call__(self, move: Move) -> Tensor:
+        tau = move.x_prop - move.x
+        total = torch.zeros(tau.shape[0], dtype=tau.dtype, device=tau.device)
+        for t, w in zip(self.nodes, self.weights, strict=True):
+            if self.kind == "lobatto" and t == 0.0 and move.score is not None:
+                s = move.score
+            elif self.kind == "lobatto" and t == 1.0 and move.score_prop is not None:
+                s = move.score_prop
+            else:
+                s = self.score(move.x + float(t) * tau)
+            total = total + float(w) * (s * tau).sum(-1)
+        return _clamp_log_alpha(total + move.log_q_ratio)

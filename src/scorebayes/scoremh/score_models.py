@@ -1,0 +1,111 @@
+r"""Score networks for a target known through samples, with recorded standardisation.
+
+The network works on standardised coordinates :math:`z = (x - m)/c` (``m``, ``c`` are buffers
+recorded from the training data, or 0 and 1); the score in the original space is undone
+by the chain rule, :math:`\nabla_x\log p(x) = \tilde s_z(z) / c`.
+
+- :class:`ScoreNet`: MLP :math:`d \to h \to h \to d` with Softplus (paper App. D; depth configurable).
+- :class:`NoiseConditionalScoreNet`: :math:`\tilde s(x, \sigma) = \mathrm{MLP}([z, \log\sigma])/\sigma`
+  (the :math:`1/\sigma` output scaling of Song & Ermon), for annealed sampling.
+
+References:
+    | Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025), App. D
+    | https://arxiv.org/abs/2501.00467 (seed file 004_4c01255ce52071c1.txt)
+    | Improved Techniques for Training Score-Based Generative Models (Song & Ermon, 2020)
+    | https://arxiv.org/abs/2006.09011
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["ScoreNet", "NoiseConditionalScoreNet", "softplus_mlp"]
+
+
+def softplus_mlp(d_in: int, d_out: int, hidden: int, num_hidden: int = 2) -> nn.Sequential:
+    """``d_in -> hidden (x num_hidden, Softplus) -> d_out`` (no output activation)."""
+    layers: list[nn.Module] = []
+    width = d_in
+    for _ in range(num_hidden):
+        layers += [nn.Linear(width, hidden), nn.Softplus()]
+        width = hidden
+    layers.append(nn.Linear(width, d_out))
+    return nn.Sequential(*layers)
+
+
+class _Standardised(nn.Module):
+    """Holds the recorded standardisation ``loc [d]``, ``scale [d]`` (buffers)."""
+
+    def __init__(self, dim: int, loc: Tensor | None, scale: Tensor | None):
+        super().__init__()
+        loc = torch.zeros(dim) if loc is None else torch.as_tensor(loc).reshape(dim)
+        scale = torch.ones(dim) if scale is None else torch.as_tensor(scale).reshape(dim)
+        if not torch.all(scale > 0):
+            raise ValueError("standardisation scale must be positive (a constant data column?)")
+        self.register_buffer("loc", loc.to(torch.get_default_dtype()))
+        self.register_buffer("scale", scale.to(torch.get_default_dtype()))
+
+    def standardize(self, x: Tensor) -> Tensor:
+        """:math:`z = (x - m)/c`, ``[..., d]``."""
+        return (x - self.loc.to(x)) / self.scale.to(x)
+
+    def unstandardize(self, z: Tensor) -> Tensor:
+        """:math:`x = m + c z`, ``[..., d]``."""
+        return self.loc.to(z) + self.scale.to(z) * z
+
+
+class ScoreNet(_Standardised):
+    r"""Score model :math:`\tilde s(x) \approx \nabla\log p(x)`, ``[..., d] -> [..., d]``.
+
+    Arguments:
+        dim: data dimension ``d``.
+        hidden: hidden width ``h``.
+        num_hidden: number of hidden layers (2 in the paper).
+        loc, scale: recorded standardisation ``[d]`` (default none).
+    """
+
+    def __init__(self, dim: int, hidden: int = 128, num_hidden: int = 2,
+                 loc: Tensor | None = None, scale: Tensor | None = None):
+        super().__init__(dim, loc, scale)
+        self.dim = dim
+        self.net = softplus_mlp(dim, dim, hidden, num_hidden)
+
+    def score_standardized(self, z: Tensor) -> Tensor:
+        r""":math:`\nabla_z\log p_z(z)` on standardised coordinates ``[..., d]``."""
+        dtype = z.dtype
+        return self.net(z.to(self.scale.dtype)).to(dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        r""":math:`\tilde s(x) = \tilde s_z((x-m)/c)/c`, ``[..., d]``."""
+        return self.score_standardized(self.standardize(x)) / self.scale.to(x)
+
+
+class NoiseConditionalScoreNet(_Standardised):
+    r"""Noise-conditional score :math:`\tilde s(x, \sigma) \approx \nabla\log p_\sigma(x)`.
+
+    :math:`p_\sigma = p * \mathcal N(0, \sigma^2 I)` on standardised coordinates; ``sigma`` is a
+    float or a tensor ``[...]`` broadcasting over the batch.
+
+    Arguments:
+        dim: data dimension ``d``; hidden: width; num_hidden: hidden layers.
+        loc, scale: recorded standardisation ``[d]``.
+    """
+
+    def __init__(self, dim: int, hidden: int = 256, num_hidden: int = 3,
+                 loc: Tensor | None = None, scale: Tensor | None = None):
+        super().__init__(dim, loc, scale)
+        self.dim = dim
+        self.net = softplus_mlp(dim + 1, dim, hidden, num_hidden)
+
+    def score_standardized(self, z: Tensor, sigma: float | Tensor) -> Tensor:
+        """Score ``[..., d]`` of the noised standardised data at level ``sigma``."""
+        dtype = z.dtype
+        z = z.to(self.scale.dtype)
+        sigma = torch.as_tensor(sigma, dtype=z.dtype, device=z.device).expand(z.shape[:-1])
+        out = self.net(torch.cat([z, sigma.log()[..., None]], dim=-1)) / sigma[..., None]
+        return out.to(dtype)
+
+    def forward(self, x: Tensor, sigma: float | Tensor) -> Tensor:
+        """Score ``[..., d]`` in the original coordinates (``sigma`` in standardised units)."""
+        return self.score_standardized(self.standardize(x), sigma) / self.scale.to(x)
