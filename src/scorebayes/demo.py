@@ -32,7 +32,7 @@ def run_demo(out: Path, *, seed: int = 0, progress: bool = True) -> dict:
     start = time.perf_counter()
     estimator = ScoreLangevin(
         model.prior, model.simulator, mode="single", seed=seed, progress=progress,
-        parameter_names=model.parameter_names, num_simulations=10_000, num_groups=100,
+        parameter_names=model.parameter_names, num_simulations=10_000, num_groups=1000,
         localization={"replicates": 50, "iterations": 200},
         schedule=TrainingSchedule(epochs=60, penalty_epochs=15, patience=15),
         mean_schedule=TrainingSchedule(epochs=100, penalty_epochs=20, batch_size=16, patience=20),

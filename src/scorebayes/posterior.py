@@ -191,8 +191,12 @@ class Posterior:
             import arviz as az
         except ImportError:  # pragma: no cover - depends on the environment
             raise ImportError("to_arviz() needs ArviZ: pip install arviz") from None
+        import warnings
+
         data = {name: self.samples[:, :, k].numpy() for k, name in enumerate(self.names)}
-        return az.from_dict(posterior=data)
+        with warnings.catch_warnings():  # many short chains are normal for Langevin output
+            warnings.filterwarnings("ignore", message="More chains")
+            return az.from_dict(posterior=data)
 
     def to_csv(self, path: str | Path) -> None:
         """Write ``samples.csv``: parameter columns, then ``chain``, ``draw`` (and ``weight``)."""

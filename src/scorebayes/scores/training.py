@@ -83,11 +83,16 @@ def _batches(num: int, size: int, generator: torch.Generator | None) -> list[Ten
 def _train_phase(net: nn.Module, step_loss: Callable[[Tensor, int, int], Tensor], num_rows: int,
                  validate: Callable[[], float], *, epochs: int, schedule: TrainingSchedule,
                  generator: torch.Generator | None, bar: tqdm | None,
-                 history: list[float] | None = None) -> tuple[float, int]:
-    """Adam with exponential decay and early stopping; leaves the best weights in ``net``."""
+                 history: list[float] | None = None, keep_initial: bool = True) -> tuple[float, int]:
+    """Adam with exponential decay and early stopping; leaves the best weights in ``net``.
+
+    ``keep_initial=False`` (penalty phases): the starting weights are not a candidate, so the
+    result is the best state *trained with* the penalty.
+    """
     optimiser = torch.optim.Adam(net.parameters(), lr=schedule.lr[0])
     scheduler = _decay(optimiser, schedule.lr, epochs)
-    best, best_state, since, done = validate(), copy.deepcopy(net.state_dict()), 0, 0
+    best = validate() if keep_initial else math.inf
+    best_state, since, done = copy.deepcopy(net.state_dict()), 0, 0
     for epoch in range(epochs):
         batches = _batches(num_rows, schedule.batch_size, generator)
         net.train()
@@ -109,7 +114,7 @@ def _train_phase(net: nn.Module, step_loss: Callable[[Tensor, int, int], Tensor]
         if bar is not None:
             bar.update(1)
             bar.set_postfix(val=f"{value:.4g}")
-        if value < best - 1e-7 * abs(best):
+        if not math.isfinite(best) or value < best - 1e-7 * abs(best):
             best, best_state, since = value, copy.deepcopy(net.state_dict()), 0
         else:
             since += 1
@@ -212,6 +217,8 @@ def fit_score_network(
         warm_state = copy.deepcopy(net.state_dict())
         report.candidates[0.0] = warm_loss
         best_state, best_loss, best_penalty = warm_state, warm_loss, 0.0
+        if 0.0 not in penalties:  # a fixed penalty (or a grid without 0): the warm start is not a candidate
+            best_loss = math.inf
         n_steps = math.ceil(len(tr) / schedule.batch_size)
         groups_per_step = max(1, math.ceil(len(ctr) / n_steps)) if not same_table else 1
         for lam in penalties:
@@ -220,7 +227,7 @@ def fit_score_network(
             net.load_state_dict(warm_state)
             penalty_weight = float(lam)
             loss, _ = _train_phase(net, step_loss, len(tr), validate, epochs=schedule.penalty_epochs,
-                                   schedule=schedule, generator=generator, bar=bar)
+                                   schedule=schedule, generator=generator, bar=bar, keep_initial=False)
             report.candidates[float(lam)] = loss
             if loss < best_loss:
                 best_state, best_loss, best_penalty = copy.deepcopy(net.state_dict()), loss, float(lam)
@@ -283,13 +290,15 @@ def fit_mean_network(
         warm_state = copy.deepcopy(net.state_dict())
         report.candidates[0.0] = warm_loss
         best_state, best_loss, best_penalty = warm_state, warm_loss, 0.0
+        if 0.0 not in penalties:
+            best_loss = math.inf
         for lam in penalties:
             if lam <= 0:
                 continue
             net.load_state_dict(warm_state)
             penalty_weight = float(lam)
             loss, _ = _train_phase(net, step_loss, len(tr), validate, epochs=schedule.penalty_epochs,
-                                   schedule=schedule, generator=generator, bar=bar)
+                                   schedule=schedule, generator=generator, bar=bar, keep_initial=False)
             report.candidates[float(lam)] = loss
             if loss < best_loss:
                 best_state, best_loss, best_penalty = copy.deepcopy(net.state_dict()), loss, float(lam)
