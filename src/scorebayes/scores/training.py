@@ -189,14 +189,13 @@ def fit_score_network(
                 count += len(idx)
         return total / max(1, count)
 
-    penalty_weight = 0.0
-    groups_per_step = 1
+    penalty = [0.0]  # current penalty weight, set by _warm_start_then_penalise
 
     def step_loss(batch: Tensor, step: int, steps: int) -> Tensor:
         idx = tr[batch]
         rows, per_obs, jac = sm_rows(idx, create_graph=True)
         loss = rows.mean()
-        if penalty_weight > 0:
+        if penalty[0] > 0:
             if same_table:
                 pen = curvature_penalty(per_obs, jac)
             else:
@@ -204,39 +203,14 @@ def fit_score_network(
                 gidx = ctr[start : start + groups_per_step]
                 ev = evaluate_score(net, curvature_theta[gidx], curvature_x[gidx])
                 pen = curvature_penalty(ev.per_observation, ev.jacobian)
-            loss = loss + penalty_weight * pen.mean()
+            loss = loss + penalty[0] * pen.mean()
         return loss
 
-    total_epochs = schedule.epochs + schedule.penalty_epochs * sum(1 for p in penalties if p > 0)
-    bar = tqdm(total=total_epochs, desc=desc, disable=not progress, leave=False)
-    report = FitReport(penalty=0.0, validation_loss=math.inf)
-    try:
-        warm_loss, report.epochs = _train_phase(net, step_loss, len(tr), validate, epochs=schedule.epochs,
-                                                schedule=schedule, generator=generator, bar=bar,
-                                                history=report.history)
-        warm_state = copy.deepcopy(net.state_dict())
-        report.candidates[0.0] = warm_loss
-        best_state, best_loss, best_penalty = warm_state, warm_loss, 0.0
-        if 0.0 not in penalties:  # a fixed penalty (or a grid without 0): the warm start is not a candidate
-            best_loss = math.inf
-        n_steps = math.ceil(len(tr) / schedule.batch_size)
-        groups_per_step = max(1, math.ceil(len(ctr) / n_steps)) if not same_table else 1
-        for lam in penalties:
-            if lam <= 0:
-                continue
-            net.load_state_dict(warm_state)
-            penalty_weight = float(lam)
-            loss, _ = _train_phase(net, step_loss, len(tr), validate, epochs=schedule.penalty_epochs,
-                                   schedule=schedule, generator=generator, bar=bar, keep_initial=False)
-            report.candidates[float(lam)] = loss
-            if loss < best_loss:
-                best_state, best_loss, best_penalty = copy.deepcopy(net.state_dict()), loss, float(lam)
-        net.load_state_dict(best_state)
-    finally:
-        bar.close()
-    report.penalty, report.validation_loss = best_penalty, best_loss
-    net.eval()
-    return report
+    n_steps = math.ceil(len(tr) / schedule.batch_size)
+    groups_per_step = max(1, math.ceil(len(ctr) / n_steps)) if not same_table else 1
+    return _warm_start_then_penalise(net, step_loss, len(tr), validate, schedule=schedule,
+                                     penalties=penalties, penalty=penalty, generator=generator,
+                                     progress=progress, desc=desc)
 
 
 def fit_mean_network(
@@ -264,7 +238,7 @@ def fit_mean_network(
     theta, targets = theta.to(device, dtype), targets.to(device, dtype)
     net.fit_standardisation(theta, targets)
     tr, va = split_indices(len(theta), schedule.validation_fraction, generator)
-    penalty_weight = 0.0
+    penalty = [0.0]  # current penalty weight, set by _warm_start_then_penalise
 
     def validate() -> float:
         net.eval()
@@ -273,18 +247,33 @@ def fit_mean_network(
 
     def step_loss(batch: Tensor, step: int, steps: int) -> Tensor:
         idx = tr[batch]
-        if penalty_weight == 0:
+        if penalty[0] == 0:
             return ((net(theta[idx]) - targets[idx]) ** 2).sum(-1).mean()
         leaf = theta[idx].detach().requires_grad_(True)
         h = net(leaf)
-        reg, pen = mean_regression_loss(h, jacobian(h, leaf), targets[idx], penalty_weight, alternative)
-        return (reg + penalty_weight * pen).mean()
+        reg, pen = mean_regression_loss(h, jacobian(h, leaf), targets[idx], penalty[0], alternative)
+        return (reg + penalty[0] * pen).mean()
 
+    return _warm_start_then_penalise(net, step_loss, len(tr), validate, schedule=schedule,
+                                     penalties=penalties, penalty=penalty, generator=generator,
+                                     progress=progress, desc=desc)
+
+
+def _warm_start_then_penalise(net: nn.Module, step_loss: Callable[[Tensor, int, int], Tensor], num_rows: int,
+                              validate: Callable[[], float], *, schedule: TrainingSchedule,
+                              penalties: Sequence[float], penalty: list[float],
+                              generator: torch.Generator | None, progress: bool, desc: str) -> FitReport:
+    """Warm start without penalty, then one penalised phase per candidate; keep the best.
+
+    ``penalty`` is a one-element list read by ``step_loss``. The warm start is a candidate
+    only if 0 is in ``penalties`` (a fixed penalty is always applied).
+    """
     total_epochs = schedule.epochs + schedule.penalty_epochs * sum(1 for p in penalties if p > 0)
     bar = tqdm(total=total_epochs, desc=desc, disable=not progress, leave=False)
     report = FitReport(penalty=0.0, validation_loss=math.inf)
     try:
-        warm_loss, report.epochs = _train_phase(net, step_loss, len(tr), validate, epochs=schedule.epochs,
+        penalty[0] = 0.0
+        warm_loss, report.epochs = _train_phase(net, step_loss, num_rows, validate, epochs=schedule.epochs,
                                                 schedule=schedule, generator=generator, bar=bar,
                                                 history=report.history)
         warm_state = copy.deepcopy(net.state_dict())
@@ -296,8 +285,8 @@ def fit_mean_network(
             if lam <= 0:
                 continue
             net.load_state_dict(warm_state)
-            penalty_weight = float(lam)
-            loss, _ = _train_phase(net, step_loss, len(tr), validate, epochs=schedule.penalty_epochs,
+            penalty[0] = float(lam)
+            loss, _ = _train_phase(net, step_loss, num_rows, validate, epochs=schedule.penalty_epochs,
                                    schedule=schedule, generator=generator, bar=bar, keep_initial=False)
             report.candidates[float(lam)] = loss
             if loss < best_loss:
@@ -305,6 +294,7 @@ def fit_mean_network(
         net.load_state_dict(best_state)
     finally:
         bar.close()
+        penalty[0] = 0.0
     report.penalty, report.validation_loss = best_penalty, best_loss
     net.eval()
     return report
