@@ -47,6 +47,7 @@ __all__ = [
     "curvature_penalty",
     "mean_regression_loss",
     "jacobian",
+    "weight_and_diagonal_gradient",
 ]
 
 
@@ -149,6 +150,3 @@ def weight_and_diagonal_gradient(weight_fn: Callable[[Tensor, Tensor], Tensor], 
         g = weight_fn(leaf, x)
         diag = torch.diagonal(jacobian(g, leaf, create_graph=False), dim1=-2, dim2=-1)
     return g.detach(), diag.detach()
-
-
-__all__.append("weight_and_diagonal_gradient")

@@ -27,6 +27,7 @@ from .losses import (
     implicit_score_matching,
     jacobian,
     mean_regression_loss,
+    weight_and_diagonal_gradient,
     weighted_score_matching,
 )
 
@@ -173,8 +174,6 @@ def fit_score_network(
         if weight_fn is None:
             rows = implicit_score_matching(ev.total, ev.jacobian, grad_log_p[idx])
         else:
-            from .losses import weight_and_diagonal_gradient
-
             g, dg = weight_and_diagonal_gradient(weight_fn, theta[idx], x[idx])
             rows = weighted_score_matching(ev.total, ev.jacobian, grad_log_p[idx], g, dg)
         return rows / m, ev.per_observation, ev.jacobian
