@@ -1,10 +1,9 @@
 """End-to-end exactness of score-based Langevin SBI against analytic posteriors (issue 2).
 
 Single-model (Algorithm 3: curvature penalty + debiasing) and n-model (Algorithm 2) on
-conjugate models: a 2-d Gaussian mean and a positive rate with a Gamma prior (exercises the
-log bijection). Criterion: posterior mean within 0.3 posterior sd and sd within 25% of the
-truth, per coordinate. The linear-regression cases need larger budgets and are in the slow
-tier (``make test-slow``).
+conjugate models: a 2-d Gaussian mean, a positive rate with a Gamma prior (exercises the
+log bijection) and a linear regression with iid (x, y) rows. Criterion: posterior mean within
+0.3 posterior sd and sd within 25% of the truth, per coordinate.
 """
 
 import pytest
@@ -29,12 +28,16 @@ CASES = {
         epochs=60, penalty_epochs=10, batch_size=32, patience=15)}),
     "gaussian_mean-n": ("gaussian_mean", 40, N_MODEL),
     "exponential_rate-n": ("exponential_rate", 40, N_MODEL),
-}
-SLOW_CASES = {
-    "linear_regression-single": ("linear_regression", 100, {**SINGLE, "num_simulations": 20_000,
-                                 "mean_schedule": TrainingSchedule(epochs=60, penalty_epochs=10,
-                                                                   batch_size=32, patience=15)}),
-    "linear_regression-n": ("linear_regression", 40, {**N_MODEL, "num_simulations": 2000}),
+    # the slope's score is a product of data and parameter: a harder function to learn,
+    # so larger tables (seeds 3, 4, 5 checked: |z| <= 0.23, sd ratio <= 1.13)
+    "linear_regression-single": ("linear_regression", 100, {
+        **SINGLE, "num_simulations": 40_000, "num_groups": 4000,
+        "schedule": TrainingSchedule(epochs=150, penalty_epochs=20, patience=20, lr=(3e-3, 1e-4)),
+        "mean_schedule": TrainingSchedule(epochs=60, penalty_epochs=10, batch_size=32, patience=15)}),
+    "linear_regression-n": ("linear_regression", 40, {
+        **N_MODEL, "num_simulations": 2000,
+        "schedule": TrainingSchedule(epochs=300, penalty_epochs=20, batch_size=16, patience=40,
+                                     lr=(3e-3, 1e-4))}),
 }
 
 
@@ -57,8 +60,3 @@ def check_against_exact(name, n, settings):
 def test_posterior_matches_analytic(case):
     check_against_exact(*CASES[case])
 
-
-@pytest.mark.slow
-@pytest.mark.parametrize("case", sorted(SLOW_CASES))
-def test_posterior_matches_analytic_regression(case):
-    check_against_exact(*SLOW_CASES[case])

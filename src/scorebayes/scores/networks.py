@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-__all__ = ["ScoreNet", "MeanNet", "ACTIVATIONS"]
+__all__ = ["ScoreNet", "MeanNet", "CrossFitMean", "ACTIVATIONS"]
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "tanh": nn.Tanh,
@@ -161,3 +161,26 @@ class MeanNet(nn.Module):
 
     def forward(self, theta: Tensor) -> Tensor:
         return self.net(self.theta_norm(theta)) * self.out_scale
+
+
+class CrossFitMean(nn.Module):
+    r"""Average of mean networks fitted on complementary folds of :math:`\mathcal D^R`.
+
+    .. math:: h(\theta) = \frac1K\sum_{k=1}^K h_{\psi_k}(\theta)
+
+    Each :math:`h_{\psi_k}` is trained on one half of the groups and validated on the other
+    (the paper's 50% split), with the roles swapped for the second member, so every group's
+    mean :math:`\bar s_l` enters the regression. The group means are noisy (variance
+    :math:`\mathrm{Var}(s)/m_R`), and this noise is what the debiased score inherits; averaging
+    the two fold fits roughly halves its variance at no extra simulation cost.
+    ``forward(theta [*, d]) -> [*, d]``.
+    """
+
+    def __init__(self, members: Sequence[nn.Module]):
+        super().__init__()
+        if not members:
+            raise ValueError("CrossFitMean needs at least one member network")
+        self.members = nn.ModuleList(members)
+
+    def forward(self, theta: Tensor) -> Tensor:
+        return torch.stack([m(theta) for m in self.members]).mean(0)

@@ -13,6 +13,7 @@ Learning rates decay exponentially from ``lr[0]`` to ``lr[1]`` over a phase (V.A
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -138,6 +139,7 @@ def fit_score_network(
     curvature_theta: Tensor | None = None,
     curvature_x: Tensor | None = None,
     weight_fn: Callable[[Tensor, Tensor], Tensor] | None = None,
+    pairs: Tensor | None = None,
     generator: torch.Generator | None = None,
     progress: bool = False,
     desc: str = "score net",
@@ -153,6 +155,10 @@ def fit_score_network(
         curvature_theta, curvature_x: the grouped table :math:`D^R` (``[N_R, d]``, ``[N_R, m_R, p]``)
             for the penalty; default: the main table itself (n-model, eq. 23).
         weight_fn: :math:`g(\theta, X)` for data-dependent supports (eq. 19), ``[B, d]``.
+        pairs: ``[P, 2]`` row indices of antithetic pairs (see
+            :func:`scorebayes.proposal.antithetic_pairs`); each pair is kept together in the
+            validation split and in every minibatch, so that the variance the pair cancels is
+            cancelled in every step. Rows outside ``pairs`` are not used.
 
     The score-matching term of a row is divided by ``m`` (the :math:`1/n` of eq. 23).
     Returns a :class:`FitReport` (chosen lambda, validation losses).
@@ -165,7 +171,13 @@ def fit_score_network(
     curvature_theta, curvature_x = curvature_theta.to(device, dtype), curvature_x.to(device, dtype)
     m = x.shape[1]
     net.fit_standardisation(theta, x)
-    tr, va = split_indices(len(theta), schedule.validation_fraction, generator)
+    if pairs is None:
+        tr, va = split_indices(len(theta), schedule.validation_fraction, generator)
+        unit = None
+    else:  # split and batch whole pairs: unit k of ``tr`` stands for rows pairs[tr[k]]
+        unit = pairs.to(device)
+        tr, va = split_indices(len(unit), schedule.validation_fraction, generator)
+        tr_rows, va_rows = unit[tr].reshape(-1), unit[va].reshape(-1)
     same_table = curvature_theta is theta
     ctr, cva = (tr, va) if same_table else split_indices(len(curvature_theta), schedule.validation_fraction, generator)
 
@@ -182,7 +194,7 @@ def fit_score_network(
         net.eval()
         total, count = 0.0, 0
         with torch.enable_grad():
-            for idx in va.split(max(1, schedule.batch_size)):
+            for idx in (va if unit is None else va_rows).split(max(1, schedule.batch_size)):
                 rows, _, _ = sm_rows(idx, create_graph=False)
                 total += float(rows.detach().sum())
                 count += len(idx)
@@ -191,7 +203,7 @@ def fit_score_network(
     penalty = [0.0]  # current penalty weight, set by _warm_start_then_penalise
 
     def step_loss(batch: Tensor, step: int, steps: int) -> Tensor:
-        idx = tr[batch]
+        idx = tr[batch] if unit is None else unit[tr[batch]].reshape(-1)
         rows, per_obs, jac = sm_rows(idx, create_graph=True)
         loss = rows.mean()
         if penalty[0] > 0:
@@ -205,9 +217,11 @@ def fit_score_network(
             loss = loss + penalty[0] * pen.mean()
         return loss
 
-    n_steps = math.ceil(len(tr) / schedule.batch_size)
+    batch_units = schedule.batch_size if unit is None else max(1, schedule.batch_size // 2)
+    n_steps = math.ceil(len(tr) / batch_units)
     groups_per_step = max(1, math.ceil(len(ctr) / n_steps)) if not same_table else 1
-    return _warm_start_then_penalise(net, step_loss, len(tr), validate, schedule=schedule,
+    unit_schedule = schedule if unit is None else dataclasses.replace(schedule, batch_size=batch_units)
+    return _warm_start_then_penalise(net, step_loss, len(tr), validate, schedule=unit_schedule,
                                      penalties=penalties, penalty=penalty, generator=generator,
                                      progress=progress, desc=desc)
 
@@ -220,6 +234,7 @@ def fit_mean_network(
     schedule: TrainingSchedule,
     penalties: Sequence[float] = (0.0,),
     alternative: str = "debias",
+    split: tuple[Tensor, Tensor] | None = None,
     generator: torch.Generator | None = None,
     progress: bool = False,
     desc: str = "mean net",
@@ -231,12 +246,14 @@ def fit_mean_network(
         theta: group parameters ``[N_R, d]``; targets: :math:`\bar s_l` ``[N_R, d]`` (frozen score means).
         penalties: candidate :math:`\lambda_2`; selection by validation regression loss.
         alternative: ``"debias"`` (Algorithm 3) or ``"a1"`` (App. B.5 alternative 1).
+        split: explicit (train, validation) row indices (default: a random split of
+            ``schedule.validation_fraction``); cross-fitting swaps the two.
     """
     device = next(net.parameters()).device
     dtype = next(net.parameters()).dtype
     theta, targets = theta.to(device, dtype), targets.to(device, dtype)
     net.fit_standardisation(theta, targets)
-    tr, va = split_indices(len(theta), schedule.validation_fraction, generator)
+    tr, va = split if split is not None else split_indices(len(theta), schedule.validation_fraction, generator)
     penalty = [0.0]  # current penalty weight, set by _warm_start_then_penalise
 
     def validate() -> float:
