@@ -32,10 +32,10 @@ def run_demo(out: Path, *, seed: int = 0, progress: bool = True) -> dict:
     start = time.perf_counter()
     estimator = ScoreLangevin(
         model.prior, model.simulator, mode="single", seed=seed, progress=progress,
-        parameter_names=model.parameter_names, num_simulations=10_000, num_groups=1000,
+        parameter_names=model.parameter_names, num_simulations=40_000, num_groups=4000,
         localization={"replicates": 50, "iterations": 200},
-        schedule=TrainingSchedule(epochs=60, penalty_epochs=15, patience=15),
-        mean_schedule=TrainingSchedule(epochs=100, penalty_epochs=20, batch_size=16, patience=20),
+        schedule=TrainingSchedule(epochs=150, penalty_epochs=20, patience=20, lr=(3e-3, 1e-4)),
+        mean_schedule=TrainingSchedule(epochs=60, penalty_epochs=10, batch_size=32, patience=15),
         curvature_penalties=(0.0, 1e-3), mean_penalties=(0.0, 1e-3),
     )
     estimator.fit(x_obs)
@@ -48,7 +48,11 @@ def run_demo(out: Path, *, seed: int = 0, progress: bool = True) -> dict:
     print(f"Linear regression y = a + b x + noise, n = {len(x_obs)}: score-based Langevin SBI "
           f"in {seconds:.0f} s, {posterior.info['simulations']:.0f} simulated data sets")
     print(posterior.format_summary(truth=truth))
+    exact_sd = exact.variance.sqrt()
     print("exact posterior:  mean " + ", ".join(f"{v:.4g}" for v in exact.mean.tolist())
-          + "   sd " + ", ".join(f"{v:.3g}" for v in exact.variance.sqrt().tolist()))
+          + "   sd " + ", ".join(f"{v:.3g}" for v in exact_sd.tolist()))
+    z = (posterior.mean() - exact.mean) / exact_sd
+    print("error in exact posterior sds: " + ", ".join(f"{v:+.2f}" for v in z.tolist())
+          + "   sd ratio: " + ", ".join(f"{v:.2f}" for v in (posterior.sd() / exact_sd).tolist()))
     print(f"outputs in {out}/ (summary.json, samples.csv, pairplot.png)")
     return summary

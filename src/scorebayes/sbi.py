@@ -429,7 +429,8 @@ class ScoreLangevin:
 
         Arguments:
             num_samples: total draws (over all chains and noise draws).
-            chains: parallel chains (default ``max(4, num_samples // 10)``), split evenly over
+            chains: parallel chains (default ``max(4, num_samples // 50)``: 50 draws per chain, so
+                that split-R-hat is meaningful), split evenly over
                 the ``noise_draws`` noisy copies of the data when ``noise_sd`` is set.
             step_size: :math:`\tau`, or ``"auto"``: :math:`\tau = \kappa/\lambda_{\max}` with
                 :math:`\kappa` = ``step_size_factor`` (see :func:`curvature_step_size`).
@@ -448,7 +449,7 @@ class ScoreLangevin:
             raise ValueError("init must be 'proposal' or 'prior'")
         seed = self.seed if seed is None else seed
         copies = self.noise_draws if self.noise_sd is not None else 1
-        chains = chains or max(4, num_samples // 10)
+        chains = chains or max(4, num_samples // 50)
         chains = max(copies, chains - chains % copies)
         per_copy = chains // copies
         draws_per_chain = math.ceil(num_samples / chains)
