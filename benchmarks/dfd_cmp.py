@@ -28,7 +28,7 @@ model = CMPModel()
 prior = model.default_prior()
 reps = args.reps or (20 if args.full else 5)
 mcmc = dict(num_chains=10, num_samples=500, burn_in=5000, thin=10)
-metrics: dict = {"fig1": {}, "beta_vs_n": {}, "coverage": {}, "runtime": {}}
+metrics: dict = {"fig1": {}, "beta_study": {}, "beta_vs_n": {}, "coverage": {}, "runtime": {}}
 plt = pyplot()
 fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
 for ax, theta2 in zip(axes, (0.75, 1.25), strict=True):
@@ -59,6 +59,26 @@ for ax, theta2 in zip(axes, (0.75, 1.25), strict=True):
     metrics["fig1"][f"theta2={theta2}"] = res
 fig.tight_layout()
 fig.savefig("benchmarks/results/dfd_cmp_fig1.png", dpi=120)
+
+# Why our beta* differs from the paper's: on the Fig. 1 data, beta* over bootstrap seeds with exact
+# (Newton) minimisers, and with the paper's optimiser (Adam at a constant lr 0.1, 5,000 warm-started
+# steps) on the same bootstrap draws.
+boot_seeds = 10 if args.full else 5
+paper_adam = dict(method="adam", init_steps=5000, init_lr=0.1, steps=5000, lr=0.1, final_lr_ratio=1.0, tol=0.0)
+for theta2 in (0.75, 1.25):
+    x = sample_cmp(torch.tensor([4.0, theta2]), 2000, generator=make_generator(args.seed, "cmp", theta2))
+    study = {}
+    for name, loss in (("dfd", DFDLoss(model, x)), ("ksd", KSDLoss(model, x))):
+        exact = [calibrate_beta(loss, prior, seed=s) for s in range(boot_seeds)]
+        adam = [calibrate_beta(loss, prior, seed=s, theta_init=exact[s].minimiser, **paper_adam)
+                for s in range(min(3, boot_seeds))]
+        ratio = [a.beta / e.beta for a, e in zip(adam, exact)]
+        study[name] = {"exact_minimisers": {"median": float(np.median([c.beta for c in exact])),
+                                            "min": min(c.beta for c in exact), "max": max(c.beta for c in exact),
+                                            "bootstrap_seeds": boot_seeds},
+                       "paper_adam_constant_lr": [a.beta for a in adam],
+                       "ratio_adam_to_exact_same_bootstrap": ratio}
+    metrics["beta_study"][f"theta2={theta2}"] = study
 
 # beta* across data realisations and n (theta2 = 0.75)
 ns = [250, 500, 1000, 2000, 4000]
@@ -115,6 +135,16 @@ fig.savefig("benchmarks/results/dfd_cmp_fig2.png", dpi=120)
 notes = [
     "Paper beta*: DFD 1.91 (theta2=0.75) and 0.46 (1.25); KSD 5.04 and 2.51 (one data set each).",
     "Bootstrap minimisers by damped Newton (not the paper's Adam); data by exact inverse-CDF sampling.",
+    "beta_study: beta* on the Fig. 1 data over several bootstrap seeds (B = 100 each) with exact minimisers, "
+    "and with the paper's optimiser (Adam, constant lr 0.1, 5,000 warm-started steps) on the same bootstrap "
+    "draws. Two findings: (1) beta* has a sizeable bootstrap Monte Carlo error at B = 100 (see min/max); "
+    "(2) Adam at a constant lr run for a fixed number of steps (no stopping rule) does not stay at the "
+    "minimum: once the gradients shrink, its second-moment average decays and the normalised steps grow back "
+    "to about lr, so the bootstrap 'minimisers' jitter around the exact ones. That enlarges the loss gradients "
+    "in the denominator of eq. (10) and lowers beta* (ratio_adam_to_exact_same_bootstrap, same bootstrap "
+    "draws). With a stopping rule (our default tol) the same Adam run lands on the Newton minimisers to 1e-8. "
+    "This is our explanation of the gap to the paper's over-dispersed values (DFD 1.91, KSD 5.04): its beta* "
+    "carries optimiser noise; the under-dispersed values (0.46, 2.51) agree with ours.",
     "Coverage: fraction of the bootstrap minimisers inside the 95% HPD region of a KDE of the DFD posterior "
     "draws (about 0.95 means the credible region matches the bootstrap distribution).",
     "Run time: one evaluation of the loss for 10 parameter values without compression (DFD O(n), KSD O(n^2)); "
