@@ -88,3 +88,17 @@ def test_non_finite_observed_data(tmp_path, capsys):
     cfg = write(tmp_path, data='observed = "x.csv"')
     assert main(["run", str(cfg), "--out", str(tmp_path / "out"), "--quiet"]) == 2
     assert "non-finite" in capsys.readouterr().err
+
+
+def test_two_functions_from_one_file_are_one_module(tmp_path):
+    """A config naming two functions of one file gets both from a single, picklable module."""
+    import pickle
+
+    from scorebayes.config import load_callable
+
+    (tmp_path / "funcs.py").write_text("def simulate(theta, n, g):\n    return theta\n\n"
+                                       "def summary(x):\n    return x\n")
+    simulate = load_callable("funcs.py:simulate", tmp_path)
+    summary = load_callable("funcs.py:summary", tmp_path)
+    assert pickle.loads(pickle.dumps(simulate)) is simulate
+    assert pickle.loads(pickle.dumps(summary)) is summary

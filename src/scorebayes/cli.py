@@ -48,6 +48,8 @@ def write_outputs(result, out_dir: Path, *, method: str, seed: int, seconds: flo
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from .apps import get_runner
+    from .apps.common import using_store
+    from .store import RunStore
 
     config_path = Path(args.config)
     config = load_config(config_path)
@@ -56,8 +58,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     runner = get_runner(method)
     out_dir = Path(args.out) if args.out else Path("runs") / config_path.stem
     start = time.perf_counter()
-    result = runner(config, base_dir=config_path.parent.resolve(), out_dir=out_dir, seed=seed,
-                    progress=not args.quiet and sys.stderr.isatty())
+    store = RunStore(out_dir, config=config, seed=seed, fresh=args.fresh)
+    with using_store(store):
+        result = runner(config, base_dir=config_path.parent.resolve(), out_dir=out_dir,
+                        seed=seed, progress=not args.quiet and sys.stderr.isatty())
+    extra = result.extra
+    extra.setdefault("resumed_simulations", 0)
+    extra.setdefault("failed_simulations", 0)
+    extra.setdefault("nonfinite_simulations", 0)
+    extra["resumed_stages"] = list(store.resumed_stages)
     summary = write_outputs(result, out_dir, method=method, seed=seed,
                             seconds=time.perf_counter() - start)
     if not args.quiet:
@@ -104,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", help="output directory (default runs/<config name>)")
     run.add_argument("--seed", type=int, help="overrides the config's seed")
     run.add_argument("--quiet", action="store_true", help="no progress bars or summary")
+    run.add_argument("--fresh", action="store_true",
+                     help="discard what --out DIR holds and start over (else: resume)")
 
     demo = sub.add_parser("demo", help="a small built-in example, end to end")
     demo.add_argument("--out", default="demo-output")
@@ -128,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_demo(args)
         return _cmd_bench(args, rest)
     except KeyboardInterrupt:
-        print("scorebayes: interrupted", file=sys.stderr)
+        print("interrupted: re-run the same command to resume", file=sys.stderr)
         return 130
     except (ConfigError, ValueError, TypeError, FileNotFoundError, ImportError) as err:
         if args.debug:

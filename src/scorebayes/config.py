@@ -78,15 +78,22 @@ def load_callable(spec: str, base_dir: str | Path, what: str = "function") -> Ca
         if not file.is_file():
             raise ConfigError(f"{what}: file not found: {file}")
         module_name = f"scorebayes_user_{file.stem}"
-        spec_obj = importlib.util.spec_from_file_location(module_name, file)
-        module = importlib.util.module_from_spec(spec_obj)
-        sys.modules[module_name] = module  # so functions defined there can be pickled by name
-        if str(file.parent) not in sys.path:
-            sys.path.insert(0, str(file.parent))
-        try:
-            spec_obj.loader.exec_module(module)
-        except Exception as err:  # noqa: BLE001 - user code may raise anything
-            raise ConfigError(f"{what}: importing {file.name} failed: {type(err).__name__}: {err}") from None
+        stamp = (str(file), file.stat().st_mtime_ns)
+        module = sys.modules.get(module_name)
+        # one module object per unchanged file: two names from the same file (simulator and
+        # summary, say) must be the objects pickle finds under that module's name
+        if getattr(module, "__scorebayes_source__", None) != stamp:
+            spec_obj = importlib.util.spec_from_file_location(module_name, file)
+            module = importlib.util.module_from_spec(spec_obj)
+            module.__scorebayes_source__ = stamp
+            sys.modules[module_name] = module  # so functions defined there can be pickled by name
+            if str(file.parent) not in sys.path:
+                sys.path.insert(0, str(file.parent))
+            try:
+                spec_obj.loader.exec_module(module)
+            except Exception as err:  # noqa: BLE001 - user code may raise anything
+                sys.modules.pop(module_name, None)
+                raise ConfigError(f"{what}: importing {file.name} failed: {type(err).__name__}: {err}") from None
     else:
         try:
             module = importlib.import_module(target)

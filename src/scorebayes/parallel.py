@@ -12,16 +12,21 @@ which needs picklable callables (module-level functions).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import multiprocessing
 import pickle
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Executor
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any, TypeVar
 
 import torch
 from tqdm.auto import tqdm
 
-__all__ = ["derive_seed", "make_generator", "map_units", "check_picklable"]
+__all__ = ["derive_seed", "make_generator", "map_units", "check_picklable", "make_executor",
+           "EXECUTORS"]
+
+EXECUTORS = ("serial", "processes", "dask")
 
 T = TypeVar("T")
 
@@ -86,3 +91,102 @@ def map_units(
         return out
     finally:
         bar.close()
+
+
+def _user_modules() -> dict[str, str]:
+    """Modules loaded from ``"file.py:name"`` config entries (``config.load_callable``)."""
+    import sys
+
+    return {name: module.__file__ for name, module in list(sys.modules.items())
+            if name.startswith("scorebayes_user_") and getattr(module, "__file__", None)}
+
+
+def _worker_init(modules: dict[str, str]) -> None:
+    """Pool initializer: one torch thread, and the user's simulator files importable by
+    the names the parent gave them (a spawned worker does not inherit them)."""
+    import importlib.util
+    import sys
+
+    torch.set_num_threads(1)
+    for name, file in modules.items():
+        spec = importlib.util.spec_from_file_location(name, file)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+
+
+@contextlib.contextmanager
+def make_executor(kind: str = "serial", *, workers: int | None = None,
+                  dask_address: str | None = None, security: Any = None,
+                  ) -> Iterator[Executor | None]:
+    """A context manager yielding the executor for ``kind`` (closed on exit).
+
+    Arguments:
+        kind: ``"serial"`` (yields ``None``: in-process), ``"processes"`` (a
+            ``ProcessPoolExecutor`` with the ``"spawn"`` start method, since forking a
+            process that has started torch threads can hang) or ``"dask"``.
+        workers: pool size (processes; a local Dask cluster's workers). Default 2.
+        dask_address: ``"tcp://host:port"`` (or ``tls://``) of an existing Dask scheduler;
+            without it a ``LocalCluster`` bound to 127.0.0.1 is started and shut down on exit.
+        security: a ``distributed.Security`` (TLS) for a remote scheduler, passed through.
+
+    Dask re-runs the tasks of a worker that dies, so a lost worker does not fail the run;
+    results do not depend on the executor (every block has its own seed).
+    """
+    if kind not in EXECUTORS:
+        raise ValueError(f"executor must be one of {EXECUTORS}, got {kind!r}")
+    if workers is not None and (isinstance(workers, bool) or int(workers) != workers
+                                or workers < 1):
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    if dask_address is not None and kind != "dask":
+        raise ValueError("dask_address is only used with executor = \"dask\"")
+    if kind == "serial":
+        yield None
+        return
+    if kind == "processes":
+        pool = ProcessPoolExecutor(max_workers=workers or 2,
+                                   mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_worker_init, initargs=(_user_modules(),))
+        try:
+            yield pool
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        return
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:  # pragma: no cover - dask is a dependency here
+        raise ImportError("executor = \"dask\" needs dask[distributed]: "
+                          "pip install 'dask[distributed]'") from None
+    with contextlib.ExitStack() as stack:
+        if dask_address is None:
+            cluster = stack.enter_context(LocalCluster(
+                n_workers=workers or 2, threads_per_worker=1, processes=True,
+                host="127.0.0.1", dashboard_address=None, silence_logs=40))
+            client = stack.enter_context(Client(cluster, security=security))
+        else:
+            client = stack.enter_context(Client(dask_address, security=security))
+        modules = _user_modules()
+        if modules:  # also runs on workers started later (e.g. replacing a dead one)
+            client.register_plugin(__getattr__("_UserModules")(modules), name="scorebayes-user-modules")
+        yield client.get_executor(pure=False)
+
+
+def __getattr__(name: str) -> Any:
+    # the Dask plugin class is built on first use, so that importing this module does not
+    # import ``distributed`` (workers unpickling it find it here the same way)
+    if name != "_UserModules":
+        raise AttributeError(name)
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class _UserModules(WorkerPlugin):
+        """Dask worker plugin: import the user's simulator files on every worker."""
+
+        def __init__(self, modules: dict[str, str]):
+            self.modules = modules
+
+        def setup(self, worker: Any = None) -> None:
+            _worker_init(self.modules)
+
+    _UserModules.__module__, _UserModules.__qualname__ = __name__, "_UserModules"
+    globals()["_UserModules"] = _UserModules
+    return _UserModules

@@ -40,7 +40,9 @@ References:
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -57,10 +59,11 @@ from .priors import ParameterSpace
 from .proposal import GaussianProposal, PriorSampler
 from .samplers.langevin import curvature_step_size, run_langevin
 from .scores.networks import CrossFitMean, MeanNet, ScoreNet
-from .scores.training import TrainingSchedule, fit_mean_network, fit_score_network, split_indices
+from .scores.training import (TrainingSchedule, checkpointing, fit_mean_network, fit_score_network,
+                               split_indices)
 from .antithetic import AntitheticProposal, CommonRandomPairs, antithetic_pairs
 from .simulators import Simulator, as_simulator
-from .tables import simulate_table
+from .tables import FAULT_MODES, simulate_table
 
 __all__ = ["ScoreLangevin", "DebiasedScore", "TrainingSchedule", "MODES"]
 
@@ -124,6 +127,12 @@ class ScoreLangevin:
             localization spread keeps that variance down and covers the posterior's tails
             (1.0 reproduces the paper's :math:`q`).
         executor: ``concurrent.futures.Executor`` for the simulations.
+        store: a :class:`~scorebayes.store.RunStore`: the localization result, every table
+            block, the networks (with epoch checkpoints: weights, optimiser and RNG state)
+            and the samples are saved there and reused on a re-run, which then gives
+            bit-identical samples.
+        on_simulator_error, max_failure_fraction, retries: fault handling of the tables (see
+            :func:`scorebayes.tables.simulate_table`).
         device: where networks train and chains run (``"cpu"``, ``"cuda"``).
         seed: run seed; same seed, same result.
         progress: tqdm bars.
@@ -163,6 +172,10 @@ class ScoreLangevin:
         device: str | torch.device = "cpu",
         seed: int = 0,
         progress: bool = True,
+        store: Any = None,
+        on_simulator_error: str = "raise",
+        max_failure_fraction: float = 0.1,
+        retries: int = 3,
     ):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -208,6 +221,13 @@ class ScoreLangevin:
         self.device = torch.device(device)
         self.seed = seed
         self.progress = progress
+        if on_simulator_error not in FAULT_MODES:
+            raise ValueError(f"on_simulator_error must be one of {FAULT_MODES}, got "
+                             f"{on_simulator_error!r}")
+        self.store = store
+        self.on_simulator_error = on_simulator_error
+        self.max_failure_fraction = float(max_failure_fraction)
+        self.retries = retries
 
     # ----------------------------------------------------------------- helpers
     def _observations(self, x_obs: Tensor) -> Tensor:
@@ -251,7 +271,13 @@ class ScoreLangevin:
             simulator = Simulator(CommonRandomPairs(self.simulator), validate=False)
         table = simulate_table(simulator, sampler, num, n_obs, seed=self.seed, tag=tag,
                                block_size=self.block_size, n_data=self.n_obs_,
-                               executor=self.executor, progress=self.progress)
+                               executor=self.executor, progress=self.progress, store=self.store,
+                               on_simulator_error=self.on_simulator_error,
+                               max_failure_fraction=self.max_failure_fraction,
+                               retries=self.retries)
+        for key, value in (("failed", table.failed), ("nonfinite", table.nonfinite),
+                           ("resumed", table.resumed)):
+            self.faults_[key] += value
         u, keep = self._to_u(table.theta)
         x = self._noisy(table.x, tag)
         return u[keep], x[keep], float(table.simulations)
@@ -265,7 +291,13 @@ class ScoreLangevin:
 
     # --------------------------------------------------------------------- fit
     def fit(self, x_obs: Tensor) -> ScoreLangevin:
-        r"""Localize, simulate the tables and train the networks for observed data ``x_obs [n, p]``."""
+        r"""Localize, simulate the tables and train the networks for observed data ``x_obs [n, p]``.
+
+        With a ``store``, every training phase checkpoints after each epoch and resumes."""
+        with checkpointing(self.store, "train"):
+            return self._fit(x_obs)
+
+    def _fit(self, x_obs: Tensor) -> ScoreLangevin:
         x_obs = torch.as_tensor(x_obs, dtype=torch.get_default_dtype())
         if x_obs.dim() == 1:
             x_obs = x_obs[:, None]
@@ -285,9 +317,18 @@ class ScoreLangevin:
         self.x_obs_ = x_obs
         self.n_obs_ = n = len(x_obs)
         self.simulations_: dict[str, float] = {}
+        self.faults_: dict[str, float] = {"failed": 0, "nonfinite": 0, "resumed": 0.0}
+        store = self.store
 
         # 1. localization
-        if self.localize:
+        if self.localize and store is not None and store.is_done("localization"):
+            saved = store.load_checkpoint("localization")
+            self.localization_ = None  # the proposal is all later stages need
+            self.proposal_ = GaussianProposal(self.space, saved["mean"],
+                                              saved["sd"] * self.proposal_inflation)
+            self.simulations_["localization"] = float(saved["simulations"])
+            self.faults_["resumed"] += float(saved["simulations"])
+        elif self.localize:
             from .localize import localize as run_localization
 
             options = {"progress": self.progress, "seed": self.seed, **self.localization}
@@ -295,6 +336,11 @@ class ScoreLangevin:
             q = self.localization_.proposal
             self.proposal_ = GaussianProposal(self.space, q.mean, q.sd * self.proposal_inflation)
             self.simulations_["localization"] = float(self.localization_.simulations)
+            if store is not None:
+                store.save_checkpoint("localization", {
+                    "mean": q.mean, "sd": q.sd,
+                    "simulations": float(self.localization_.simulations)})
+                store.mark_done("localization")
         else:
             self.localization_ = None
             self.proposal_ = PriorSampler(self.prior)
@@ -448,6 +494,9 @@ class ScoreLangevin:
         if init not in ("proposal", "prior"):
             raise ValueError("init must be 'proposal' or 'prior'")
         seed = self.seed if seed is None else seed
+        saved_as = self._samples_name(dict(locals()))
+        if saved_as is not None and self.store.is_done(saved_as):
+            return Posterior.load(self.store.file("arrays", saved_as, ".npz"))
         copies = self.noise_draws if self.noise_sd is not None else 1
         chains = chains or max(4, num_samples // 50)
         chains = max(copies, chains - chains % copies)
@@ -515,7 +564,23 @@ class ScoreLangevin:
             "curvature_penalty": self.fit_report_.penalty,
             "mean_penalty": getattr(self, "mean_report_", None) and self.mean_report_.penalty,
         }
-        return Posterior(theta, names, info=meta)
+        posterior = Posterior(theta, names, info=meta)
+        if saved_as is not None:
+            path = self.store.file("arrays", saved_as, ".npz")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_name(f".{path.name}.tmp.npz")
+            posterior.save(partial)
+            os.replace(partial, path)  # atomic, then the marker
+            self.store.mark_done(saved_as)
+        return posterior
+
+    def _samples_name(self, arguments: dict[str, Any]) -> str | None:
+        """Store name of the samples of one :meth:`sample` call (hash of its arguments)."""
+        if self.store is None:
+            return None
+        arguments.pop("self", None)
+        text = repr(sorted((k, repr(v)) for k, v in arguments.items()))
+        return f"samples_{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
 def _prior_score_graph(space: ParameterSpace, u: Tensor) -> Tensor:

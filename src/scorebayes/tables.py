@@ -19,6 +19,12 @@ Reproducibility: rows are cut into blocks of ``block_size``; block :math:`k` (ro
 consecutive blocks, so the table is bit-identical whatever ``chunk_size`` (rows per task)
 and the executor (``None``, a ``ProcessPoolExecutor``, ``dask`` ``Client.get_executor()``).
 
+Run directories and faults: with ``store`` (a :class:`~scorebayes.store.RunStore`) each
+block is saved as ``.npy`` when it completes and reused on a re-run, so an interrupted table
+resumes where it stopped with the same rows. With ``on_simulator_error = "skip"``/``"retry"``
+a block whose simulation raises is re-run parameter by parameter (with derived seeds), and
+parameters that fail or return NaN/inf are dropped and counted.
+
 Simulation cost (METHODS.md I.10) is counted in datasets of the observed size ``n_data``:
 :math:`N\,n_{obs}/n_{data}`.
 
@@ -29,20 +35,25 @@ References:
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import math
 import threading
+import warnings
 from concurrent.futures import Executor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
 from .parallel import check_picklable, make_generator
-from .simulators import Simulator, SimulatorError, as_simulator
+from .simulators import Simulator, SimulatorError, as_simulator, check_simulation
 
-__all__ = ["ReferenceTable", "simulate_table", "simulate_grouped_table", "simulate_block"]
+__all__ = ["ReferenceTable", "simulate_table", "simulate_grouped_table", "simulate_block",
+           "FAULT_MODES"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +65,9 @@ class ReferenceTable:
         x: :math:`\mathbf X^{(k)}`, ``[N, n_obs, p]``.
         simulations: cost in datasets of size ``n_data``, :math:`N\,n_{obs}/n_{data}`.
         seed: the run seed; ``tag`` and ``block_size`` complete the recipe.
+        failed, nonfinite: parameters dropped because the simulator raised / returned
+            non-finite values (``on_simulator_error`` of :func:`simulate_table`).
+        resumed: simulations (same unit as ``simulations``) reused from a run directory.
     """
 
     theta: Tensor
@@ -62,6 +76,9 @@ class ReferenceTable:
     seed: int
     tag: str = "S"
     block_size: int = 256
+    failed: int = 0
+    nonfinite: int = 0
+    resumed: float = 0.0
 
     def __len__(self) -> int:
         return int(self.theta.shape[0])
@@ -93,16 +110,130 @@ def simulate_block(
     return theta, x
 
 
-def _simulate_task(task: tuple) -> tuple[int, Tensor, Tensor]:
+FAULT_MODES = ("skip", "retry", "raise")
+
+
+def _call_raw(simulator: Simulator, theta: Tensor, n_obs: int,
+              generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Simulate without the finiteness check: ``(x [B, n, p], finite rows [B] bool)``."""
+    raw = copy.copy(simulator)
+    raw.validate = False
+    x = raw(theta, n_obs, generator)
+    if isinstance(x, Tensor) and x.is_floating_point():
+        finite = torch.isfinite(x.reshape(x.shape[0], -1)).all(1) if x.dim() >= 2 else \
+            torch.isfinite(x)
+        x = torch.where(torch.isfinite(x), x, torch.zeros((), dtype=x.dtype))
+    else:
+        finite = None
+    x = check_simulation(x, theta.shape[0], n_obs, simulator.obs_dim)
+    if finite is None:
+        finite = torch.ones(theta.shape[0], dtype=torch.bool)
+    return x, finite
+
+
+def _robust_block(simulator: Simulator, sampler: Any, rows: int, n_obs: int, seed: int, tag: str,
+                  block: int, on_error: str, retries: int) -> tuple[Tensor, Tensor | None, int, int]:
+    r"""One block with fault handling: ``(theta [r, d], x [r, n_obs, p] or None, failed, nonfinite)``.
+
+    The block is first simulated exactly as in :func:`simulate_block`. If the simulator
+    raises, each parameter is simulated on its own (so one bad :math:`\theta` does not lose
+    the block), try :math:`t` with ``make_generator(seed, "table", tag, block, "row", i, t)``
+    (``retries`` tries with ``"retry"``, one with ``"skip"``): deterministic for a seed.
+    Rows that keep failing and rows with non-finite values are dropped and counted.
+    With ``"raise"`` any failure or non-finite value raises.
+    """
+    if on_error == "raise":
+        theta, x = simulate_block(simulator, sampler, rows, n_obs, seed, tag, block)
+        return theta, x, 0, 0
+    generator = make_generator(seed, "table", tag, block)
+    with _SAMPLER_LOCK:
+        theta = sampler.sample(rows, generator)
+    _check_theta(theta, rows)
+    theta = theta.to(torch.float64)
+    try:
+        x, finite = _call_raw(simulator, theta, n_obs, generator)
+    except Exception:  # noqa: BLE001 - user simulator code: retried row by row
+        tries = retries if on_error == "retry" else 1
+        kept_theta, kept_x, failed, nonfinite = [], [], 0, 0
+        for i in range(rows):
+            for t in range(tries):
+                g = make_generator(seed, "table", tag, block, "row", i, t)
+                try:
+                    xi, fi = _call_raw(simulator, theta[i : i + 1], n_obs, g)
+                except Exception:  # noqa: BLE001
+                    continue
+                if bool(fi[0]):
+                    kept_theta.append(theta[i : i + 1])
+                    kept_x.append(xi)
+                else:
+                    nonfinite += 1
+                break
+            else:
+                failed += 1
+        if not kept_x:
+            return theta[:0], None, failed, nonfinite
+        return torch.cat(kept_theta), torch.cat(kept_x), failed, nonfinite
+    nonfinite = int((~finite).sum())
+    if nonfinite:
+        theta, x = theta[finite], x[finite]
+    return theta, x, 0, nonfinite
+
+
+def _check_theta(theta: Any, rows: int) -> None:
+    if not isinstance(theta, Tensor) or theta.dim() != 2 or theta.shape[0] != rows:
+        raise ValueError(
+            f"sampler.sample({rows}, generator) must return theta [{rows}, d], got "
+            f"{tuple(theta.shape) if isinstance(theta, Tensor) else type(theta).__name__}")
+
+
+def _simulate_task(task: tuple) -> list[tuple[int, Tensor, Tensor | None, int, int]]:
     """Run the blocks of one task (module level so that executors can pickle it)."""
-    simulator, sampler, num, n_obs, seed, tag, block_size, blocks = task
-    thetas, xs = [], []
+    simulator, sampler, num, n_obs, seed, tag, block_size, blocks, on_error, retries = task
+    out = []
     for k in blocks:
         rows = min(block_size, num - k * block_size)
-        theta, x = simulate_block(simulator, sampler, rows, n_obs, seed, tag, k)
-        thetas.append(theta)
-        xs.append(x)
-    return blocks[0], torch.cat(thetas), torch.cat(xs)
+        out.append((k,) + _robust_block(simulator, sampler, rows, n_obs, seed, tag, k,
+                                        on_error, retries))
+    return out
+
+
+def _sampler_fingerprint(sampler: Any, seed: int) -> str:
+    """A hash of a few draws of ``sampler`` (detects a changed proposal in a resumed table)."""
+    with _SAMPLER_LOCK:
+        theta = sampler.sample(4, make_generator(seed, "fingerprint"))
+    return hashlib.sha256(theta.to(torch.float64).numpy().tobytes()).hexdigest()[:16]
+
+
+class _BlockStore:
+    """The blocks of one table in a :class:`~scorebayes.store.RunStore` (``tables/<tag>/``)."""
+
+    def __init__(self, store: Any, tag: str, recipe: dict):
+        self.store, self.prefix = store, f"table_{tag}"
+        old = store.load_json(f"{self.prefix}/recipe")
+        if old is not None and old != recipe:
+            raise ValueError(
+                f"table {tag!r} in {store.path} was drawn with another recipe ({old}); "
+                "re-run with --fresh (fresh=True) to start over")
+        if old is None:
+            store.save_json(f"{self.prefix}/recipe", recipe)
+
+    def load(self, k: int) -> tuple[Tensor, Tensor | None, int, int] | None:
+        meta = self.store.load_json(f"{self.prefix}/{k:06d}")
+        if meta is None:
+            return None
+        theta = torch.from_numpy(np.array(self.store.load_array(f"{self.prefix}/{k:06d}_theta")))
+        x = (torch.from_numpy(np.array(self.store.load_array(f"{self.prefix}/{k:06d}_x")))
+             if meta["kept"] else None)
+        return theta, x, int(meta["failed"]), int(meta["nonfinite"])
+
+    def save(self, k: int, theta: Tensor, x: Tensor | None, failed: int, nonfinite: int) -> None:
+        self.store.save_array(f"{self.prefix}/{k:06d}_theta", theta)
+        if x is not None:
+            self.store.save_array(f"{self.prefix}/{k:06d}_x", x)
+        # the block's JSON is written last: it marks the block complete
+        self.store.save_json(f"{self.prefix}/{k:06d}", {
+            "kept": int(theta.shape[0]) if x is not None else 0, "failed": failed,
+            "nonfinite": nonfinite})
 
 
 def simulate_table(
@@ -118,6 +249,10 @@ def simulate_table(
     n_data: int | None = None,
     executor: Executor | None = None,
     progress: bool = False,
+    store: Any = None,
+    on_simulator_error: str = "raise",
+    retries: int = 3,
+    max_failure_fraction: float = 0.1,
 ) -> ReferenceTable:
     r"""Draw a reference table of ``num`` parameters with ``n_obs`` observations each.
 
@@ -139,13 +274,21 @@ def simulate_table(
         executor: ``None`` (in-process) or a ``concurrent.futures.Executor``; the simulator
             and sampler must then be picklable (checked before any work).
         progress: tqdm bar, one tick per task.
+        store: a :class:`~scorebayes.store.RunStore`: every block is saved (atomically,
+            ``.npy``) as it completes, and blocks already on disk are reused, not simulated.
+        on_simulator_error: ``"raise"`` (default), ``"skip"`` (drop parameters whose
+            simulation raises or is non-finite) or ``"retry"`` (``retries`` tries with
+            derived seeds, then drop). A batch that raises is re-run parameter by parameter.
+        max_failure_fraction: raise if more than this fraction of the rows is dropped.
 
     Returns:
-        :class:`ReferenceTable` with ``theta [N, d]`` float64, ``x [N, n_obs, p]``.
+        :class:`ReferenceTable` with ``theta [N', d]`` float64, ``x [N', n_obs, p]``
+        (:math:`N' = N` minus dropped rows), and the fault and resume counts.
 
     Raises:
         ValueError: invalid sizes, or a sampler/simulator output of the wrong shape.
         TypeError: an unpicklable simulator or sampler with a process executor.
+        SimulatorError: too many failed simulations.
 
     Example:
         >>> from scorebayes.priors import independent
@@ -161,9 +304,15 @@ def simulate_table(
     simulator = as_simulator(simulator)
     if not callable(getattr(sampler, "sample", None)):
         raise TypeError(f"sampler must have a .sample(num, generator) method, got {sampler!r}")
-    for name, value in (("num", num), ("n_obs", n_obs), ("block_size", block_size)):
+    for name, value in (("num", num), ("n_obs", n_obs), ("block_size", block_size),
+                        ("retries", retries)):
         if isinstance(value, bool) or int(value) != value or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if on_simulator_error not in FAULT_MODES:
+        raise ValueError(f"on_simulator_error must be one of {FAULT_MODES}, got "
+                         f"{on_simulator_error!r}")
+    if not 0.0 <= max_failure_fraction <= 1.0:
+        raise ValueError(f"max_failure_fraction must be in [0, 1], got {max_failure_fraction!r}")
     num, n_obs, block_size = int(num), int(n_obs), int(block_size)
     n_data = n_obs if n_data is None else n_data
     if n_data <= 0:
@@ -178,52 +327,86 @@ def simulate_table(
     if executor is not None:
         check_picklable(simulator, "simulator")
         check_picklable(sampler, "sampler")
+
+    results: dict[int, tuple] = {}
+    blocks_store = None
+    resumed_rows = 0
+    if store is not None:
+        recipe = {"num": num, "n_obs": n_obs, "block_size": block_size, "seed": int(seed),
+                  "on_error": on_simulator_error, "retries": int(retries),
+                  "sampler": _sampler_fingerprint(sampler, int(seed))}
+        blocks_store = _BlockStore(store, str(tag), recipe)
+        for k in range(num_blocks):
+            found = blocks_store.load(k)
+            if found is not None:
+                results[k] = found
+                resumed_rows += min(block_size, num - k * block_size)
+    todo = [k for k in range(num_blocks) if k not in results]
     tasks = [
         (simulator, sampler, num, n_obs, int(seed), str(tag), block_size,
-         list(range(start, min(start + per_task, num_blocks))))
-        for start in range(0, num_blocks, per_task)
+         todo[start : start + per_task], on_simulator_error, int(retries))
+        for start in range(0, len(todo), per_task)
     ]
 
-    theta_out: Tensor | None = None
-    x_out: Tensor | None = None
-
-    def store(first_block: int, theta: Tensor, x: Tensor) -> None:
-        nonlocal theta_out, x_out
-        if theta_out is None:  # allocate once, from the first result's shapes and dtype
-            theta_out = torch.empty(num, theta.shape[1], dtype=torch.float64)
-            x_out = torch.empty((num, n_obs) + tuple(x.shape[2:]), dtype=x.dtype)
-        start = first_block * block_size
-        if theta.shape[1:] != theta_out.shape[1:] or x.shape[1:] != x_out.shape[1:]:
-            raise SimulatorError(
-                f"block {first_block} returned theta {tuple(theta.shape)} and x "
-                f"{tuple(x.shape)}, but earlier blocks had theta [*, {theta_out.shape[1]}] "
-                f"and x {('*',) + tuple(x_out.shape[1:])}"
-            )
-        theta_out[start : start + theta.shape[0]] = theta
-        x_out[start : start + x.shape[0]] = x
+    def keep(done: list) -> None:
+        for k, theta, x, failed, nonfinite in done:
+            if blocks_store is not None:
+                blocks_store.save(k, theta, x, failed, nonfinite)
+            results[k] = (theta, x, failed, nonfinite)
 
     bar = tqdm(total=len(tasks), desc=f"table {tag}", disable=not progress, leave=False)
     try:
         if executor is None:
             for task in tasks:
-                store(*_simulate_task(task))
+                keep(_simulate_task(task))
                 bar.update(1)
         else:
             futures = [executor.submit(_simulate_task, task) for task in tasks]
-            for future in as_completed(futures):
-                store(*future.result())
-                bar.update(1)
+            try:
+                for future in as_completed(futures):
+                    keep(future.result())
+                    bar.update(1)
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
     finally:
         bar.close()
-    assert theta_out is not None and x_out is not None
+    return _assemble(results, num, n_obs, n_data, int(seed), str(tag), block_size,
+                     resumed_rows, max_failure_fraction)
+
+
+def _assemble(results: dict, num: int, n_obs: int, n_data: float, seed: int, tag: str,
+              block_size: int, resumed_rows: int, max_failure_fraction: float) -> ReferenceTable:
+    """Concatenate the blocks in order, check shapes and the failure fraction."""
+    thetas, xs, failed, nonfinite = [], [], 0, 0
+    for k in sorted(results):
+        theta, x, f, nf = results[k]
+        failed, nonfinite = failed + f, nonfinite + nf
+        if x is None:
+            continue
+        if xs and (theta.shape[1:] != thetas[0].shape[1:] or x.shape[1:] != xs[0].shape[1:]):
+            raise SimulatorError(
+                f"block {k} returned theta {tuple(theta.shape)} and x {tuple(x.shape)}, but "
+                f"earlier blocks had theta [*, {thetas[0].shape[1]}] and x "
+                f"{('*',) + tuple(xs[0].shape[1:])}")
+        thetas.append(theta)
+        xs.append(x)
+    bad = failed + nonfinite
+    if bad > max_failure_fraction * num or not xs:
+        raise SimulatorError(
+            f"table {tag!r}: {failed} of {num} simulations raised and {nonfinite} returned "
+            f"non-finite values, more than max_failure_fraction = {max_failure_fraction}: "
+            "fix the simulator or restrict the prior to where it works")
+    if bad:
+        warnings.warn(
+            f"table {tag!r}: dropped {failed} failed and {nonfinite} non-finite simulations of "
+            f"{num}; if failures depend on theta, the posterior is computed from the "
+            "parameters where the simulator works and is biased towards them", stacklevel=3)
     return ReferenceTable(
-        theta=theta_out,
-        x=x_out,
-        simulations=num * n_obs / n_data,
-        seed=int(seed),
-        tag=str(tag),
-        block_size=block_size,
-    )
+        theta=torch.cat(thetas), x=torch.cat(xs), simulations=num * n_obs / n_data, seed=seed,
+        tag=tag, block_size=block_size, failed=failed, nonfinite=nonfinite,
+        resumed=resumed_rows * n_obs / n_data)
 
 
 def simulate_grouped_table(

@@ -12,7 +12,10 @@
 - ``localize`` (all): ``true`` or a table of :func:`scorebayes.localize.localize` options;
   the localized proposal :math:`q` then draws the table (abc, npe; reweighted by
   :math:`\\pi/q`) or initialises and shapes the chains (bsl).
-- ``workers`` (abc, npe): simulate in a process pool of this many workers.
+- ``executor``, ``workers``, ``dask_address``, ``on_simulator_error``,
+  ``max_failure_fraction``, ``retries`` (abc, npe): where the reference table is simulated
+  and how simulator faults are handled (:func:`scorebayes.apps.common.pop_execution`);
+  with ``scorebayes run --out DIR`` the table's blocks are saved and reused on a re-run.
 
 ``num_simulations`` defaults to 10,000 for abc and npe.
 """
@@ -20,7 +23,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +31,13 @@ import torch
 
 from ..baselines import abc_w1, bsl, gaussian_npe, mean_sd_summary, npe
 from ..config import ConfigError, check_options, load_callable
+from ..baselines._common import seed_from
 from ..parallel import derive_seed, make_generator
+from ..proposal import PriorSampler
+from ..tables import simulate_table
 from . import AppResult
-from .common import builtin_model, load_observed, load_prior, load_simulator, parameter_names
+from .common import (EXECUTION_KEYS, Execution, builtin_model, current_store, load_observed,
+                     load_prior, load_simulator, parameter_names, pop_execution)
 
 __all__ = ["run"]
 
@@ -39,8 +46,8 @@ NPE_ESTIMATORS: dict[str, Callable[..., Any]] = {"maf": npe, "gaussian": gaussia
 # arguments filled in by the application, never from [options]
 RESERVED = ("x_obs", "prior", "simulator", "table", "sampler", "names", "generator",
             "progress", "executor")
-CLI_KEYS = {"abc": ("localize", "workers"), "bsl": ("localize", "summary"),
-            "npe": ("localize", "workers", "summary", "estimator")}
+CLI_KEYS = {"abc": ("localize",), "bsl": ("localize", "summary"),
+            "npe": ("localize", "summary", "estimator")}
 DEFAULT_SIMULATIONS = 10_000
 
 
@@ -108,11 +115,13 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
         function = NPE_ESTIMATORS[estimator]
     else:
         function = FUNCTIONS[method]
+    if method == "bsl":
+        given = [key for key in EXECUTION_KEYS if key in options]
+        if given:
+            raise ConfigError(f"[options] {', '.join(given)}: bsl simulates inside its Markov "
+                              "chain, one proposal at a time; these options are for abc and npe")
+    execution = pop_execution(options)
     check_options(options, function, "[options]", exclude=RESERVED)
-    workers = cli.get("workers")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
-                                or workers < 1):
-        raise ConfigError(f"[options] workers must be a positive integer, got {workers!r}")
     localize_options = _localize_options(cli.get("localize"))
     if "init" in options:
         options["init"] = torch.tensor(options["init"], dtype=torch.float64)
@@ -120,27 +129,14 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
         options.setdefault("num_simulations", DEFAULT_SIMULATIONS)
 
     simulator = load_simulator(config, base_dir)
-    # start the workers now, before torch spins up thread pools (autograd in localization):
-    # forking a process that runs those threads can deadlock the children
-    executor = _start_pool(workers) if workers else None
-    try:
+    with execution.executor() as executor:  # spawned workers (safe after torch threads)
         return _run(method, function, config, options, cli, localize_options, simulator,
-                    executor, base_dir=base_dir, seed=seed, progress=progress)
-    finally:
-        if executor is not None:
-            executor.shutdown(cancel_futures=True)
-
-
-def _start_pool(workers: int) -> Executor:
-    pool = ProcessPoolExecutor(workers)
-    for future in [pool.submit(int, 0) for _ in range(workers)]:
-        future.result()
-    return pool
+                    executor, execution, base_dir=base_dir, seed=seed, progress=progress)
 
 
 def _run(method: str, function: Callable[..., Any], config: dict, options: dict, cli: dict,
-         localize_options: dict | None, simulator: Any, executor: Executor | None, *,
-         base_dir: Path, seed: int, progress: bool) -> AppResult:
+         localize_options: dict | None, simulator: Any, executor: Executor | None,
+         execution: Execution, *, base_dir: Path, seed: int, progress: bool) -> AppResult:
     names_given = config["model"].get("parameters")
     prior = load_prior(config, base_dir,
                        len(names_given) if isinstance(names_given, list) else None)
@@ -161,15 +157,26 @@ def _run(method: str, function: Callable[..., Any], config: dict, options: dict,
         sampler = found.proposal
         extra["localization_simulations"] = found.simulations
         extra["proposal"] = sampler.to_dict()
-    kwargs = dict(options, names=names, generator=make_generator(seed, "baseline", method),
-                  progress=progress)
+    generator = make_generator(seed, "baseline", method)
+    kwargs = dict(options, names=names, generator=generator, progress=progress)
     if sampler is not None:
         kwargs["sampler"] = sampler
     if executor is not None:
         kwargs["executor"] = executor
+    if method != "bsl":
+        # the table the method would draw itself (same seed draw from the generator, same
+        # tag and blocks), drawn here with the run directory and the fault handling
+        table = simulate_table(
+            simulator, sampler if sampler is not None else PriorSampler(prior),
+            kwargs.pop("num_simulations"), x_obs.shape[0], seed=seed_from(generator),
+            tag=method, block_size=options.get("block_size", 256), executor=executor,
+            progress=progress, store=current_store(), **execution.table_options())
+        kwargs["table"] = table
+        extra.update(failed_simulations=table.failed, nonfinite_simulations=table.nonfinite,
+                     resumed_simulations=table.resumed)
     if method == "bsl":
         posterior = function(x_obs, simulator, prior, **kwargs)
     else:
-        posterior = function(x_obs, prior, simulator=simulator, **kwargs)
+        posterior = function(x_obs, prior, **kwargs)
     extra.update({k: v for k, v in posterior.info.items() if k not in ("method", "seconds")})
     return AppResult(posterior=posterior, extra=extra, truth=truth)

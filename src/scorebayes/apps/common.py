@@ -22,6 +22,9 @@ Config shapes::
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +32,7 @@ import torch
 from torch.distributions import Distribution
 
 from ..config import ConfigError, check_keys, load_array, load_callable
-from ..parallel import make_generator
+from ..parallel import EXECUTORS, make_executor, make_generator
 from ..priors import PriorError, prior_from_spec
 from ..priors import sample as sample_prior
 from ..simulators import Simulator, SimulatorError, as_simulator
@@ -42,6 +45,11 @@ __all__ = [
     "load_prior",
     "load_observed",
     "parameter_names",
+    "EXECUTION_KEYS",
+    "Execution",
+    "pop_execution",
+    "using_store",
+    "current_store",
 ]
 
 MODEL_KEYS = {"simulator", "parameters", "options"}
@@ -234,3 +242,86 @@ def load_observed(config: dict, base_dir: str | Path, simulator: Simulator, prio
         raise ConfigError(f"the simulator returns p={pilot.shape[2]} column(s) per observation "
                           f"but the observed data have p={p}")
     return x_obs, truth
+
+
+# ----------------------------------------------------------------------- execution
+EXECUTION_KEYS = ("executor", "workers", "dask_address", "on_simulator_error",
+                  "max_failure_fraction", "retries")
+_STORE: list[Any] = [None]
+
+
+@dataclass(frozen=True)
+class Execution:
+    """Where simulations run and what happens when they fail (``[options]`` keys
+    ``executor``, ``workers``, ``dask_address``, ``on_simulator_error``,
+    ``max_failure_fraction``, ``retries``)."""
+
+    kind: str = "serial"
+    workers: int | None = None
+    dask_address: str | None = None
+    on_simulator_error: str = "skip"
+    max_failure_fraction: float = 0.1
+    retries: int = 3
+
+    def executor(self) -> contextlib.AbstractContextManager:
+        """Context manager yielding the ``concurrent.futures.Executor`` (``None``: serial)."""
+        return make_executor(self.kind, workers=self.workers, dask_address=self.dask_address)
+
+    def table_options(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`scorebayes.tables.simulate_table`."""
+        return {"on_simulator_error": self.on_simulator_error, "retries": self.retries,
+                "max_failure_fraction": self.max_failure_fraction}
+
+
+def pop_execution(options: dict, *, faults: bool = True) -> Execution:
+    """Remove and validate the execution keys of ``[options]`` (defaults: serial, skip).
+
+    ``faults=False``: only ``executor``, ``workers``, ``dask_address`` (no simulator)."""
+    from ..tables import FAULT_MODES
+
+    keys = EXECUTION_KEYS if faults else EXECUTION_KEYS[:3]
+    found = {key: options.pop(key) for key in keys if key in options}
+    kind = found.get("executor", "serial")
+    if kind not in EXECUTORS:
+        raise ConfigError(f"[options] executor must be one of {list(EXECUTORS)}, got {kind!r}")
+    workers = found.get("workers")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                or workers < 1):
+        raise ConfigError(f"[options] workers must be a positive integer, got {workers!r}")
+    if workers is not None and kind == "serial":
+        kind = "processes"  # workers = N alone means a process pool
+    address = found.get("dask_address")
+    if address is not None:
+        if kind != "dask":
+            raise ConfigError("[options] dask_address needs executor = \"dask\"")
+        if not isinstance(address, str) or "://" not in address:
+            raise ConfigError(f"[options] dask_address must look like \"tcp://host:port\", "
+                              f"got {address!r}")
+    mode = found.get("on_simulator_error", "skip")
+    if mode not in FAULT_MODES:
+        raise ConfigError(f"[options] on_simulator_error must be one of {list(FAULT_MODES)}, "
+                          f"got {mode!r}")
+    fraction = found.get("max_failure_fraction", 0.1)
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) \
+            or not 0 <= fraction <= 1:
+        raise ConfigError(f"[options] max_failure_fraction must be in [0, 1], got {fraction!r}")
+    retries = found.get("retries", 3)
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 1:
+        raise ConfigError(f"[options] retries must be a positive integer, got {retries!r}")
+    return Execution(kind, workers, address, mode, float(fraction), retries)
+
+
+@contextlib.contextmanager
+def using_store(store: Any) -> Iterator[Any]:
+    """Make ``store`` (a :class:`~scorebayes.store.RunStore`) the run directory of the
+    methods run inside this block (set by ``scorebayes run --out DIR``)."""
+    previous, _STORE[0] = _STORE[0], store
+    try:
+        yield store
+    finally:
+        _STORE[0] = previous
+
+
+def current_store() -> Any:
+    """The run directory set by :func:`using_store`, or ``None``."""
+    return _STORE[0]

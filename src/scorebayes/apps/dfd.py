@@ -17,7 +17,7 @@ r"""CLI method ``dfd-bayes``: a TOML config onto :func:`scorebayes.discrete.gene
     counts = "stores"                    # optional: a frequency table; this column holds the counts
     # or simulate: true_parameters = [4.0, 0.75] and n = 2000 (bernoulli, poisson, cmp)
     [options]                            # generalised_bayes keywords, plus loss = "dfd" | "ksd"
-    num_bootstrap = 100                  # and workers = N (a process pool for the bootstrap)
+    num_bootstrap = 100                  # executor = "processes" | "dask", workers = N (bootstrap)
 
 Extra ``summary.json`` keys: ``beta`` (the calibrated or given loss weight), ``n`` and the
 calibration's full-data minimiser.
@@ -25,7 +25,6 @@ calibration's full-data minimiser.
 
 from __future__ import annotations
 
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +40,7 @@ from ..discrete.calibrate import CalibrationError
 from ..priors import PriorError, prior_from_spec
 from ..priors import sample as sample_prior
 from . import AppResult
+from .common import pop_execution
 
 __all__ = ["run", "BUILTINS"]
 
@@ -151,11 +151,7 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
     loss_kind = options.pop("loss", "dfd")
     if loss_kind not in ("dfd", "ksd"):
         raise ConfigError(f"[options] loss must be 'dfd' or 'ksd', got {loss_kind!r}")
-    workers = options.pop("workers", None)
-    if workers is not None and (not isinstance(workers, int) or workers < 1):
-        raise ConfigError(f"[options] workers must be a positive integer, got {workers!r}")
-    if workers:
-        torch.set_num_threads(1)  # parallelism from processes; forking a multi-threaded torch can hang
+    execution = pop_execution(options, faults=False)  # executor, workers, dask_address
     check_options(options, generalised_bayes, exclude={"loss", "prior", "names", "seed", "progress", "executor"})
     truth = None
     if "observed" in data:
@@ -183,15 +179,12 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
     except ValueError as err:
         raise ConfigError(f"[data] {err}") from None
     _check_model(model, prior, loss.rows, seed)
-    executor = ProcessPoolExecutor(int(workers)) if workers else None
     try:
-        post = generalised_bayes(loss, prior, names=model.names, seed=seed, progress=progress,
-                                 executor=executor, **options)
+        with execution.executor() as executor:  # spawned workers: one torch thread each
+            post = generalised_bayes(loss, prior, names=model.names, seed=seed,
+                                     progress=progress, executor=executor, **options)
     except CalibrationError as err:
         raise ConfigError(f"beta calibration failed: {err}") from None
-    finally:
-        if executor is not None:
-            executor.shutdown()
     post.info["method"] = "dfd-bayes" if loss_kind == "dfd" else "ksd-bayes"
     extra: dict[str, Any] = {"beta": post.info["beta"], "n": int(loss.n), "loss": loss_kind}
     if "calibration" in post.info:

@@ -6,6 +6,9 @@
 and ``mean_schedule`` onto :class:`~scorebayes.scores.training.TrainingSchedule`;
 ``localization = {replicates = 50}`` onto :func:`scorebayes.localize.localize` options.
 ``weight_fn`` and ``support_fn`` may name ``"file.py:function"``.
+``mh_correction = "quadrature"`` or ``"learned"`` replaces the unadjusted Langevin chains by
+MH-corrected MALA chains (:func:`scorebayes.samplers.sbi_mh.mh_correct`; of the sampling
+options only ``num_samples`` and ``chains`` apply then).
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ from ..config import ConfigError, check_keys, load_callable
 from ..sbi import ScoreLangevin
 from ..scores.training import TrainingSchedule
 from . import AppResult
-from .common import builtin_model, load_observed, load_prior, load_simulator, parameter_names
+from .common import (builtin_model, current_store, load_observed, load_prior, load_simulator,
+                     parameter_names, pop_execution)
 
 __all__ = ["run", "split_options"]
 
-_RESERVED = {"prior", "simulator", "seed", "progress", "parameter_names", "executor"}
+_RESERVED = {"prior", "simulator", "seed", "progress", "parameter_names", "executor", "store",
+             "on_simulator_error", "max_failure_fraction", "retries"}  # the last two: common.pop_execution
 
 
 def _keywords(function: Any) -> set[str]:
@@ -61,19 +66,45 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
     names = parameter_names(config, d)
     x_obs, truth = load_observed(config, base_dir, simulator, prior, seed)
     options = dict(config.get("options", {}))
+    execution = pop_execution(options)
+    mh_correction = options.pop("mh_correction", None)
+    if mh_correction not in (None, "quadrature", "learned"):
+        raise ConfigError('[options] mh_correction must be "quadrature" or "learned", '
+                          f"got {mh_correction!r}")
     init, sample = split_options(options, base_dir)
     model = builtin_model(config)
     if model is not None:
-        for key in ("weight_fn", "support_fn"):
-            if key not in init and getattr(model, key, None) is not None:
-                init[key] = getattr(model, key)
-    try:
-        estimator = ScoreLangevin(prior, simulator, seed=seed, progress=progress,
-                                  parameter_names=names, **init)
-    except (TypeError, ValueError) as err:
-        raise ConfigError(f"[options]: {err}") from None
-    estimator.fit(x_obs)
-    posterior = estimator.sample(**sample)
+        # Model.support -> support_fn; the weight function only where it is valid (n-model)
+        sources = {"support_fn": "support", "weight_fn": "weight_fn"}
+        for key, attr in sources.items():
+            if key == "weight_fn" and init.get("mode", "single") != "n":
+                continue
+            if key not in init and getattr(model, attr, None) is not None:
+                init[key] = getattr(model, attr)
+    with execution.executor() as executor:
+        try:
+            estimator = ScoreLangevin(prior, simulator, seed=seed, progress=progress,
+                                      parameter_names=names, executor=executor,
+                                      store=current_store(),
+                                      on_simulator_error=execution.on_simulator_error,
+                                      max_failure_fraction=execution.max_failure_fraction,
+                                      retries=execution.retries,
+                                      **init)
+        except (TypeError, ValueError) as err:
+            raise ConfigError(f"[options]: {err}") from None
+        estimator.fit(x_obs)
+    if mh_correction is None:
+        posterior = estimator.sample(**sample)
+    else:  # MH-corrected Langevin on the learned score (scorebayes.samplers.sbi_mh)
+        from ..samplers.sbi_mh import mh_correct
+
+        posterior = mh_correct(estimator, sample.get("num_samples", 2000), acceptance=mh_correction,
+                               chains=sample.get("chains"), seed=seed, progress=progress)
+        posterior.info.update(simulations=sum(estimator.simulations_.values()),
+                              simulations_by_stage=dict(estimator.simulations_))
     return AppResult(posterior, {"simulations": posterior.info["simulations"],
                                  "simulations_by_stage": posterior.info["simulations_by_stage"],
-                                 "step_size": posterior.info["step_size"]}, truth)
+                                 "step_size": posterior.info["step_size"],
+                                 "failed_simulations": int(estimator.faults_["failed"]),
+                                 "nonfinite_simulations": int(estimator.faults_["nonfinite"]),
+                                 "resumed_simulations": estimator.faults_["resumed"]}, truth)

@@ -15,7 +15,7 @@ independent uniform prior on :math:`[0,10]^2 \times [0, 0.5]`; :meth:`MG1.to_rep
 back to :math:`\theta`. The observed data constrain :math:`\theta_1 \le \min_{ik} x_{ik}`,
 so :meth:`MG1.support` returns the admissible box
 :math:`[0, \min(10, \min x)] \times [0, 10] \times [0, 0.5]` in :math:`\phi` coordinates
-(used by the weight function of App. C.1.1).
+(used by the weight function of App. C.1.1, :meth:`MG1.weight_fn`).
 
 References:
     | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang, Yang)
@@ -117,6 +117,30 @@ class MG1(Model):
         low = torch.zeros(3, dtype=torch.float64)
         high = torch.tensor([min(10.0, float(x_obs.min())), 10.0, 0.5], dtype=torch.float64)
         return low, high
+
+    def weight_fn(self, phi: Tensor, x: Tensor) -> Tensor:
+        r"""Box weight :math:`g(\phi, X)` ``[B, 3]`` of App. C.1.1 (eq. 19) from :meth:`support`.
+
+        .. math:: g_j(\phi, X) = \mathrm{dist}(\phi_j, \partial[\ell_j(X), h_j(X)])
+                  = \max\big(0, \min(\phi_j - \ell_j, h_j - \phi_j)\big)
+
+        with the box of :meth:`support` computed per data set: :math:`h_1 = \min(10, \min_{ik}
+        x_{ik})`, so :math:`g` vanishes on the data-dependent boundary
+        :math:`\theta_1 = \min x` (Euclidean distance, as the paper).
+
+        Arguments:
+            phi: internal parameters ``[B, 3]``.
+            x: the data set simulated at each parameter ``[B, n, 5]`` (or one observation ``[B, 5]``).
+        """
+        if phi.ndim != 2 or phi.shape[-1] != 3:
+            raise ValueError(f"phi must be [B, 3], got {tuple(phi.shape)}")
+        if x.shape[0] != phi.shape[0]:
+            raise ValueError(f"{x.shape[0]} data sets for {phi.shape[0]} parameters")
+        low = torch.zeros_like(phi)
+        xmin = x.reshape(x.shape[0], -1).min(-1).values.to(phi)
+        high = torch.stack([torch.clamp(xmin, max=10.0), torch.full_like(xmin, 10.0),
+                            torch.full_like(xmin, 0.5)], dim=-1)
+        return torch.clamp(torch.minimum(phi - low, high - phi), min=0.0)
 
 
 PAPER_SETTINGS = {

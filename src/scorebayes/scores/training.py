@@ -12,10 +12,12 @@ Learning rates decay exponentially from ``lr[0]`` to ``lr[1]`` over a phase (V.A
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -32,7 +34,8 @@ from .losses import (
     weighted_score_matching,
 )
 
-__all__ = ["TrainingSchedule", "FitReport", "fit_score_network", "fit_mean_network", "split_indices"]
+__all__ = ["TrainingSchedule", "FitReport", "fit_score_network", "fit_mean_network", "split_indices",
+           "checkpointing"]
 
 
 @dataclass
@@ -65,6 +68,34 @@ class FitReport:
     epochs: int = 0
 
 
+class _Checkpoints:
+    """Names successive training phases ``<prefix>/phase<k>`` inside a run store."""
+
+    def __init__(self, store, prefix: str):
+        self.store, self.prefix, self.count = store, prefix, 0
+
+    def next_name(self) -> str:
+        self.count += 1
+        return f"{self.prefix}/phase{self.count - 1:03d}"
+
+
+_CHECKPOINTS: contextvars.ContextVar[_Checkpoints | None] = contextvars.ContextVar(
+    "scorebayes_checkpoints", default=None)
+
+
+@contextlib.contextmanager
+def checkpointing(store, prefix: str) -> Iterator[None]:
+    """Inside this block every training phase saves a checkpoint after each epoch (network,
+    Adam and learning-rate state, the ``generator`` state, early-stopping state) to
+    ``store`` (a :class:`~scorebayes.store.RunStore`) and resumes from it when one exists,
+    so that an interrupted fit continues to bit-identical weights. ``store=None``: no-op."""
+    token = _CHECKPOINTS.set(_Checkpoints(store, prefix) if store is not None else None)
+    try:
+        yield
+    finally:
+        _CHECKPOINTS.reset(token)
+
+
 def split_indices(num: int, fraction: float, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
     """Random (train, validation) index split; validation gets ``round(num*fraction)`` (>= 1)."""
     perm = torch.randperm(num, generator=generator)
@@ -93,9 +124,27 @@ def _train_phase(net: nn.Module, step_loss: Callable[[Tensor, int, int], Tensor]
     """
     optimiser = torch.optim.Adam(net.parameters(), lr=schedule.lr[0])
     scheduler = _decay(optimiser, schedule.lr, epochs)
-    best = validate() if keep_initial else math.inf
-    best_state, since, done = copy.deepcopy(net.state_dict()), 0, 0
-    for epoch in range(epochs):
+    hook = _CHECKPOINTS.get()
+    name = hook.next_name() if hook is not None else None
+    state = hook.store.load_checkpoint(name) if hook is not None else None
+    if state is not None:  # resume this phase from its last completed epoch
+        net.load_state_dict(state["net"])
+        optimiser.load_state_dict(state["optimiser"])
+        scheduler.load_state_dict(state["scheduler"])
+        if generator is not None:
+            generator.set_state(state["generator"])
+        best, best_state = float(state["best"]), state["best_state"]
+        since, done, first = int(state["since"]), int(state["done"]), int(state["epoch"]) + 1
+        if history is not None:
+            history[:] = [float(v) for v in state["history"]]
+        if bar is not None:
+            bar.update(done)
+        if state["finished"]:
+            first = epochs
+    else:
+        best = validate() if keep_initial else math.inf
+        best_state, since, done, first = copy.deepcopy(net.state_dict()), 0, 0, 0
+    for epoch in range(first, epochs):
         batches = _batches(num_rows, schedule.batch_size, generator)
         net.train()
         for step, idx in enumerate(batches):
@@ -120,8 +169,17 @@ def _train_phase(net: nn.Module, step_loss: Callable[[Tensor, int, int], Tensor]
             best, best_state, since = value, copy.deepcopy(net.state_dict()), 0
         else:
             since += 1
-            if since >= schedule.patience:
-                break
+        stop = since >= schedule.patience
+        if hook is not None:  # after every epoch: weights, optimiser, schedule and RNG state
+            hook.store.save_checkpoint(name, {
+                "net": net.state_dict(), "optimiser": optimiser.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "generator": generator.get_state() if generator is not None else torch.zeros(0),
+                "best": best, "best_state": best_state, "since": since, "done": done,
+                "epoch": epoch, "history": list(history or []),
+                "finished": stop or epoch == epochs - 1})
+        if stop:
+            break
     net.load_state_dict(best_state)
     if bar is not None and done < epochs:
         bar.update(epochs - done)

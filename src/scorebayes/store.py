@@ -1,0 +1,185 @@
+r"""A resumable run directory: arrays, JSON, checkpoints and stage markers, written atomically.
+
+Layout of a run directory ``DIR``::
+
+    DIR/manifest.json          fingerprint of (config, seed, scorebayes version)
+    DIR/arrays/<name>.npy      tables and samples (``np.load(mmap_mode="r")``-able)
+    DIR/json/<name>.json       metadata (stage results, table block counts)
+    DIR/checkpoints/<name>.pt  torch state dicts, read back with ``weights_only=True``
+    DIR/stages/<name>.done     completion markers (written last)
+
+Every file is written to a temporary file in the same folder and moved into place with
+:func:`os.replace`, so a run killed at any instant (``kill -9`` included) leaves each file
+either complete or absent. A directory whose manifest names another configuration or seed
+is refused unless ``fresh=True`` (which deletes the store's folders and starts over).
+
+The fingerprint is :math:`H(\mathrm{json}(\text{config}), \text{seed}, \text{version})`
+with :math:`H` = SHA-256 and keys sorted, so reordering a TOML file does not change it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["RunStore", "StoreError", "config_fingerprint", "atomic_write"]
+
+_FOLDERS = ("arrays", "json", "checkpoints", "stages", "tables")
+
+
+class StoreError(ValueError):
+    """A run directory that cannot be used (other config or seed, corrupt manifest)."""
+
+
+def config_fingerprint(config: Any, seed: int) -> str:
+    """SHA-256 of the config (sorted JSON), the seed and the scorebayes version."""
+    from . import __version__
+
+    text = json.dumps({"config": config, "seed": int(seed), "version": __version__},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def atomic_write(path: str | Path, write: Any) -> Path:
+    """Call ``write(fh)`` on a temporary file next to ``path``, then ``os.replace`` it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path
+
+
+class RunStore:
+    r"""A run directory that survives crashes.
+
+    Arguments:
+        path: the directory (created if missing).
+        config: the run's configuration (any JSON-able dict); with ``seed`` it fixes the
+            fingerprint stored in ``manifest.json``.
+        seed: the run seed.
+        fresh: delete whatever the store holds in ``path`` and start over.
+
+    Raises:
+        StoreError: ``path`` holds a run of another config or seed (and ``fresh`` is false).
+
+    Attributes:
+        resumed_stages: names of stages found complete on disk (filled by :meth:`is_done`).
+    """
+
+    def __init__(self, path: str | Path, *, config: Any = None, seed: int = 0, fresh: bool = False):
+        self.path = Path(path)
+        self.fingerprint = config_fingerprint(config, seed)
+        self.resumed_stages: list[str] = []
+        self._done_here: set[str] = set()
+        manifest = self.path / "manifest.json"
+        if fresh:
+            for name in _FOLDERS:
+                shutil.rmtree(self.path / name, ignore_errors=True)
+            manifest.unlink(missing_ok=True)
+        if manifest.is_file():
+            try:
+                old = json.loads(manifest.read_text())
+            except (OSError, ValueError) as err:
+                raise StoreError(f"{manifest} is unreadable ({err}); re-run with --fresh") from None
+            if old.get("fingerprint") != self.fingerprint:
+                raise StoreError(
+                    f"{self.path} holds a run with another config or seed (seed "
+                    f"{old.get('seed')}); re-run with --fresh to start over, or choose another "
+                    "--out directory")
+        else:
+            self.path.mkdir(parents=True, exist_ok=True)
+            from . import __version__
+
+            self.save_json_file(manifest, {"fingerprint": self.fingerprint, "seed": int(seed),
+                                           "version": __version__, "config": config})
+
+    # ---------------------------------------------------------------- paths
+    def file(self, folder: str, name: str, suffix: str) -> Path:
+        """``DIR/folder/name+suffix`` (``name`` may contain ``/`` for sub-folders)."""
+        return self.path / folder / f"{name}{suffix}"
+
+    # --------------------------------------------------------------- arrays
+    def save_array(self, name: str, array: Any) -> Path:
+        """Save ``array`` (tensor or ndarray) as ``arrays/<name>.npy``, atomically."""
+        if isinstance(array, torch.Tensor):
+            array = array.detach().cpu().numpy()
+        array = np.ascontiguousarray(array)
+        return atomic_write(self.file("arrays", name, ".npy"),
+                            lambda fh: np.save(fh, array, allow_pickle=False))
+
+    def has_array(self, name: str) -> bool:
+        return self.file("arrays", name, ".npy").is_file()
+
+    def load_array(self, name: str, *, mmap: bool = True) -> np.ndarray:
+        """The saved array, memory-mapped read-only by default (no unpickling)."""
+        return np.load(self.file("arrays", name, ".npy"), mmap_mode="r" if mmap else None,
+                       allow_pickle=False)
+
+    # ----------------------------------------------------------------- json
+    @staticmethod
+    def save_json_file(path: Path, obj: Any) -> Path:
+        data = json.dumps(obj, indent=2, sort_keys=True, default=str).encode()
+        return atomic_write(path, lambda fh: fh.write(data))
+
+    def save_json(self, name: str, obj: Any) -> Path:
+        """Save JSON metadata as ``json/<name>.json``, atomically."""
+        return self.save_json_file(self.file("json", name, ".json"), obj)
+
+    def load_json(self, name: str, default: Any = None) -> Any:
+        path = self.file("json", name, ".json")
+        return json.loads(path.read_text()) if path.is_file() else default
+
+    # ---------------------------------------------------------- checkpoints
+    def save_checkpoint(self, name: str, state: dict[str, Any]) -> Path:
+        """``torch.save`` a dict of tensors / state dicts / numbers as ``checkpoints/<name>.pt``."""
+        return atomic_write(self.file("checkpoints", name, ".pt"), lambda fh: torch.save(state, fh))
+
+    def has_checkpoint(self, name: str) -> bool:
+        return self.file("checkpoints", name, ".pt").is_file()
+
+    def load_checkpoint(self, name: str) -> dict[str, Any] | None:
+        """The checkpoint, loaded with ``weights_only=True`` (no arbitrary unpickling), or None."""
+        path = self.file("checkpoints", name, ".pt")
+        if not path.is_file():
+            return None
+        return torch.load(path, map_location="cpu", weights_only=True)
+
+    # --------------------------------------------------------------- stages
+    def mark_done(self, stage: str, info: Any = None) -> None:
+        """Record that ``stage`` completed (with JSON ``info``); written after its outputs."""
+        self.save_json_file(self.file("stages", stage, ".done"), {"info": info})
+        self._done_here.add(stage)
+
+    def is_done(self, stage: str) -> bool:
+        """Whether ``stage`` completed in this or an earlier run (earlier ones are recorded
+        in :attr:`resumed_stages`)."""
+        done = self.file("stages", stage, ".done").is_file()
+        if done and stage not in self.resumed_stages and stage not in self._done_here:
+            self.resumed_stages.append(stage)
+        return done
+
+    def stage_info(self, stage: str) -> Any:
+        path = self.file("stages", stage, ".done")
+        return json.loads(path.read_text())["info"] if path.is_file() else None
+
+    def __repr__(self) -> str:
+        return f"RunStore({str(self.path)!r})"
