@@ -309,7 +309,8 @@ class ScoreLangevin:
             raise ValueError("mode='markov' needs at least two observations")
         # pilot simulation: shape check before any expensive work
         pilot_theta = self.space.to_constrained(torch.zeros(2, self.space.dim, dtype=torch.float64))
-        pilot = self.simulator(pilot_theta, 2, make_generator(self.seed, "pilot"))
+        # at the observed size: some simulators only produce data sets of one length (a time series)
+        pilot = self.simulator(pilot_theta, len(x_obs), make_generator(self.seed, "pilot"))
         if pilot.shape[-1] != x_obs.shape[-1]:
             raise ValueError(f"the simulator returns p={pilot.shape[-1]} columns per observation but "
                              f"the observed data have p={x_obs.shape[-1]}")
