@@ -1,0 +1,341 @@
+r"""Shared machinery of the Langevin-SBI benchmarks (mg1, epidemic5, epidemic10, monotone, betabinomial).
+
+Stable API (other benchmarks import it; keep these signatures):
+
+``parse_args(description, default_reps, methods, argv=None) -> argparse.Namespace``
+    ``--reps R``, ``--methods a,b`` (subset of ``methods``), ``--full``, ``--seed``, ``--quiet``,
+    ``--fresh`` (ignore the partial file). Sets ``torch.set_num_threads(1)``.
+    ``args.methods`` is a list; ``args.reps`` is filled with ``default_reps`` when not given.
+
+``MethodFn = Callable[[Tensor, int], Posterior | MethodResult]``
+    ``fn(x_obs [n, p], seed) -> Posterior`` in the model's *internal* parametrisation (weights
+    honoured). Cost in the paper's units (data sets of size n) is read from
+    ``posterior.info["cost"]`` if present, else ``info["simulations"]``; localization cost from
+    ``info["cost_localization"]`` (or ``info["simulations_by_stage"]["localization"]``, which is
+    then subtracted from ``simulations``). Return a :class:`MethodResult` to give them explicitly.
+
+``run_repetitions(name, model, methods: dict[str, MethodFn], *, reps, seed, fresh=False,
+                  progress=True, observed_fn=None, record_fn=None) -> list[dict]``
+    Loops over repetitions ``r = 0..reps-1``: ``x_obs = model.observed(make_generator(seed,
+    "observed", r))`` (or ``observed_fn(r, generator)``), then every method with seed
+    ``derive_seed(seed, method, r)``. Each (method, rep) record is appended to
+    ``benchmarks/results/<name>_partial.jsonl`` as soon as it completes, and records already in
+    the file (same seed) are reused, so an interrupted run resumes. A record holds ``method``,
+    ``rep``, ``seed``, ``seconds``, ``cost``, ``cost_localization``, per reported parameter
+    ``mean``, ``low``, ``high``, ``bias``, ``width``, ``covers`` (lists over parameters), and
+    whatever ``record_fn(method, posterior, x_obs, rep) -> dict`` adds (e.g. monotone KS/W1).
+
+``summarise(records, names, reps=None) -> {METHOD: {"cost", "cost_localization", "seconds",
+              "reps", "parameters": {PARAM: {"bias", "bias_sd", "ci_width", "ci_width_sd",
+              "coverage"}}}}``
+    Means/SDs over repetitions (ddof=1) of the per-repetition metrics (scorebayes.metrics).
+
+``write_results(name, *, command, reps, methods, paper=None, scale_note="", notes=(), figures=(),
+                seconds=None, extra=None)``
+    ``results/<name>.json`` in the issue's layout ``{"name", "command", "reps", "methods": {...}}``
+    (plus ``machine``, ``seconds``, ``scale`` and ``extra``) and ``results/<name>.md`` with the
+    command, machine, seconds, and per parameter our rows beside the paper's rows ``paper =
+    {METHOD: {PARAM: (bias, bias_sd, ci_width, ci_width_sd, coverage)}, "cost": {METHOD: c}}``.
+
+``command_line(name) -> str``, ``machine() -> dict``, ``pyplot()``, ``RESULTS`` (Path);
+``abc_w1_pruned(x_obs, prior, simulator, num, *, k, seed)``: exact W1-ABC with lower-bound pruning.
+
+References:
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang, Yang)
+    | Sec. 5, App. C, seeds/000_1aaaaf87072c12bc.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from scorebayes import metrics
+from scorebayes.parallel import derive_seed, make_generator
+from scorebayes.posterior import Posterior
+
+__all__ = ["RESULTS", "MethodResult", "parse_args", "machine", "command_line", "run_repetitions",
+           "repetition_record", "summarise", "write_results", "pyplot", "abc_w1_pruned"]
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+@dataclass
+class MethodResult:
+    """A method's output with its cost in data sets of size n (localization separately)."""
+
+    posterior: Posterior
+    cost: float | None = None
+    cost_localization: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_args(description: str, default_reps: int, methods: Sequence[str],
+               argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Common command-line arguments; ``args.methods`` is the list of methods to run."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--reps", type=int, default=None, help=f"repetitions (default {default_reps})")
+    parser.add_argument("--methods", type=str, default=",".join(methods),
+                        help="comma-separated subset of: " + ",".join(methods))
+    parser.add_argument("--full", action="store_true", help="the paper's scale (slow)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--fresh", action="store_true", help="ignore results/<name>_partial.jsonl")
+    args = parser.parse_args(argv)
+    chosen = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = [m for m in chosen if m not in methods]
+    if unknown:
+        parser.error(f"unknown methods {unknown}; choose from {list(methods)}")
+    args.methods = chosen
+    if args.reps is None:
+        args.reps = default_reps
+    if args.reps < 1:
+        parser.error("--reps must be at least 1")
+    torch.set_num_threads(1)
+    return args
+
+
+def machine() -> dict:
+    """Python/torch versions, platform, CPU count and torch threads."""
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "platform": platform.platform(), "cpus": os.cpu_count(),
+            "torch_threads": torch.get_num_threads()}
+
+
+def command_line(name: str) -> str:
+    """``scorebayes bench <name-with-dashes> <argv>``."""
+    return ("scorebayes bench " + name.replace("_", "-") + " " + " ".join(sys.argv[1:])).strip()
+
+
+def _costs(post: Posterior) -> tuple[float, float]:
+    info = post.info or {}
+    loc = float(info.get("cost_localization", 0.0) or 0.0)
+    if "cost" in info:
+        return float(info["cost"]), loc
+    total = float(info.get("simulations", float("nan")))
+    stages = info.get("simulations_by_stage") or {}
+    if "localization" in stages and "cost_localization" not in info:
+        loc = float(stages["localization"])
+        total -= loc
+    return total, loc
+
+
+def repetition_record(model: Any, post: Posterior, truth_reported: np.ndarray) -> dict:
+    """Per-repetition metrics of one posterior on the reported parameters (lists over params)."""
+    draws = post.draws.reshape(-1, post.draws.shape[-1])
+    reported = model.to_reported(torch.as_tensor(draws, dtype=torch.float64))
+    weights = None if post.weights is None else post.weights.reshape(-1)
+    low, high = metrics.credible_interval(reported, weights)
+    mean = metrics.posterior_mean(reported, weights)
+    return {"mean": mean.tolist(), "low": low.tolist(), "high": high.tolist(),
+            "bias": np.abs(mean - truth_reported).tolist(), "width": (high - low).tolist(),
+            "covers": ((low <= truth_reported) & (truth_reported <= high)).astype(float).tolist()}
+
+
+def _load_partial(path: Path, seed: int) -> dict[tuple[str, int], dict]:
+    done: dict[tuple[str, int], dict] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                if rec.get("base_seed") == seed:
+                    done[(rec["method"], int(rec["rep"]))] = rec
+    return done
+
+
+def run_repetitions(name: str, model: Any, methods: dict[str, Callable[[Tensor, int], Any]], *,
+                    reps: int, seed: int = 0, fresh: bool = False, progress: bool = True,
+                    observed_fn: Callable[[int, torch.Generator], Tensor] | None = None,
+                    record_fn: Callable[..., dict] | None = None) -> list[dict]:
+    """Run every method on ``reps`` observed data sets, saving each record as it completes."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}_partial.jsonl"
+    if fresh and path.exists():
+        path.unlink()
+    done = _load_partial(path, seed)
+    truth = model.to_reported(model.true_parameters).numpy()
+    records = []
+    for r in range(reps):
+        todo = [m for m in methods if (m, r) not in done]
+        if todo:
+            gen = make_generator(seed, "observed", r)
+            x_obs = observed_fn(r, gen) if observed_fn is not None else model.observed(gen)
+        for method, fn in methods.items():
+            if (method, r) in done:
+                records.append(done[(method, r)])
+                continue
+            rep_seed = derive_seed(seed, method, r)
+            start = time.perf_counter()
+            out = fn(x_obs, rep_seed)
+            seconds = time.perf_counter() - start
+            if isinstance(out, MethodResult):
+                post, cost, loc, extra = out.posterior, out.cost, out.cost_localization, dict(out.extra)
+                if cost is None:
+                    cost, loc = _costs(post)
+            else:
+                post, extra = out, {}
+                cost, loc = _costs(post)
+            rec = {"method": method, "rep": r, "seed": rep_seed, "base_seed": seed,
+                   "seconds": seconds, "cost": cost, "cost_localization": loc}
+            rec.update(repetition_record(model, post, truth))
+            if record_fn is not None:
+                rec.update(record_fn(method, post, x_obs, r))
+            rec.update(extra)
+            with path.open("a") as fh:
+                fh.write(json.dumps(rec, default=float) + "\n")
+            records.append(rec)
+            if progress:
+                print(f"[{name}] rep {r} {method}: {seconds:.1f}s width={np.round(rec['width'], 4)} "
+                      f"covers={rec['covers']}", flush=True)
+    return records
+
+
+def summarise(records: Sequence[dict], names: Sequence[str], reps: int | None = None) -> dict:
+    """Means/SDs over repetitions per method, in the issue's JSON layout (see module docstring)."""
+    out: dict[str, dict] = {}
+    for method in dict.fromkeys(r["method"] for r in records):
+        rows = [r for r in records if r["method"] == method and (reps is None or r["rep"] < reps)]
+        ddof = 1 if len(rows) > 1 else 0
+        b, w, c = (np.array([r[k] for r in rows], dtype=float) for k in ("bias", "width", "covers"))
+        params = {nm: {"bias": float(b[:, k].mean()), "bias_sd": float(b[:, k].std(ddof=ddof)),
+                       "ci_width": float(w[:, k].mean()), "ci_width_sd": float(w[:, k].std(ddof=ddof)),
+                       "coverage": float(c[:, k].mean())} for k, nm in enumerate(names)}
+        out[method] = {"cost": float(np.mean([r["cost"] for r in rows])),
+                       "cost_localization": float(np.mean([r["cost_localization"] for r in rows])),
+                       "seconds": float(np.mean([r["seconds"] for r in rows])),
+                       "reps": len(rows), "parameters": params}
+    return out
+
+
+def _fmt(v: Any) -> str:
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return "-"
+    v = float(v)
+    return f"{v:.3g}" if abs(v) >= 1e3 or (v != 0 and abs(v) < 1e-3) else f"{v:.3f}"
+
+
+def write_results(name: str, *, command: str, reps: int, methods: dict, paper: dict | None = None,
+                  scale_note: str = "", notes: Sequence[str] = (), figures: Sequence[str] = (),
+                  seconds: float | None = None, extra: dict | None = None) -> None:
+    """Write ``results/<name>.json`` (issue layout) and ``results/<name>.md`` (tables vs the paper)."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    record = {"name": name, "command": command, "reps": reps, "methods": methods,
+              "machine": machine(), "seconds": seconds, "scale": scale_note}
+    if extra:
+        record["extra"] = extra
+    (RESULTS / f"{name}.json").write_text(json.dumps(record, indent=2, default=float))
+    paper = paper or {}
+    lines = [f"# {name}", "", f"Command: `{command}`  ", f"Repetitions: {reps}  ",
+             f"Scale: {scale_note}  ",
+             f"Total seconds (sum of the method runs, resumed runs included): {seconds:.0f} s  " if seconds is not None else "",
+             f"Machine: {record['machine']}", "",
+             "## Cost and time per repetition", "",
+             "| method | cost (ours, data sets of size n) | localization | paper cost | seconds |",
+             "|---|---|---|---|---|"]
+    for m, row in methods.items():
+        lines.append(f"| {m} | {_fmt(row['cost'])} | {_fmt(row.get('cost_localization'))} | "
+                     f"{_fmt(paper.get('cost', {}).get(m))} | {row['seconds']:.1f} |")
+    pnames = list(next(iter(methods.values()))["parameters"]) if methods else []
+    for p in pnames:
+        lines += ["", f"## {p}", "", "| method | source | bias (sd) | CI95 width (sd) | coverage |",
+                  "|---|---|---|---|---|"]
+        for m, row in methods.items():
+            q = row["parameters"][p]
+            lines.append(f"| {m} | ours | {_fmt(q['bias'])} ({_fmt(q['bias_sd'])}) | "
+                         f"{_fmt(q['ci_width'])} ({_fmt(q['ci_width_sd'])}) | {_fmt(q['coverage'])} |")
+            ref = paper.get(m, {}).get(p)
+            if ref is not None:
+                lines.append(f"| {m} | paper | {_fmt(ref[0])} ({_fmt(ref[1])}) | "
+                             f"{_fmt(ref[2])} ({_fmt(ref[3])}) | {_fmt(ref[4])} |")
+    if notes:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
+    if figures:
+        lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
+    (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
+
+
+def pyplot():
+    """matplotlib.pyplot with the Agg backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def abc_w1_pruned(x_obs: Tensor, prior: Any, simulator: Any, num: int, *, k: int, seed: int,
+                  chunk: int = 1000, keep_candidates: int | None = None,
+                  names: Sequence[str] | None = None) -> Posterior:
+    r"""Rejection ABC with the exact :math:`W_1`, pruned by an exact lower bound (same result, faster).
+
+    Every projection onto a coordinate is 1-Lipschitz, so
+    :math:`W_1(\mu, \nu) \ge \max_j W_1(\mu_j, \nu_j)` (1-D marginals, exact by sorting). Draw the
+    ``num`` prior parameters and data sets ``x [num, n, p]`` in seeded chunks, compute the bound
+    for all, keep the data of the ``keep_candidates`` smallest bounds, and solve exact transport
+    problems (``scorebayes.baselines.wasserstein1``) in increasing order of the bound until the
+    next bound exceeds the current k-th smallest exact distance: the k kept draws are then
+    exactly those of full ABC. ``info["exact"]`` is False if the candidates ran out first.
+
+    Arguments:
+        x_obs: observed data ``[n, p]``.
+        num: :math:`N` prior draws; k: draws kept.
+
+    Returns:
+        Posterior ``[k, d]`` with ``info`` ``simulations`` (= num), ``exact_solves``, ``exact``.
+    """
+    from scorebayes.baselines import wasserstein1
+    from scorebayes.priors import sample as prior_sample
+
+    keep_candidates = keep_candidates or max(15 * k, 2000)
+    n = x_obs.shape[0]
+    thetas, bounds, cand_x, cand_idx = [], [], None, None
+    for c, start in enumerate(range(0, num, chunk)):
+        b = min(chunk, num - start)
+        g = make_generator(seed, "abc", c)
+        theta = prior_sample(prior, b, generator=g).to(torch.float64)
+        x = simulator(theta, n, g)
+        lb = torch.stack([wasserstein1(x[..., j:j + 1], x_obs[:, j:j + 1]) for j in range(x.shape[-1])]).amax(0)
+        thetas.append(theta)
+        bounds.append(lb)
+        idx = torch.arange(start, start + b)
+        cand_x = x if cand_x is None else torch.cat([cand_x, x])
+        cand_idx = idx if cand_idx is None else torch.cat([cand_idx, idx])
+        if len(cand_idx) > keep_candidates:
+            allb = torch.cat(bounds)[cand_idx]
+            best = torch.argsort(allb)[:keep_candidates]
+            cand_x, cand_idx = cand_x[best], cand_idx[best]
+    theta, lb = torch.cat(thetas), torch.cat(bounds)
+    order = torch.argsort(lb[cand_idx])
+    exact_d: dict[int, float] = {}
+    kth = float("inf")
+    exact = False
+    for pos in order.tolist():
+        i = int(cand_idx[pos])
+        if len(exact_d) >= k and float(lb[i]) > kth:
+            exact = True
+            break
+        exact_d[i] = float(wasserstein1(cand_x[pos], x_obs))
+        if len(exact_d) >= k:
+            kth = sorted(exact_d.values())[k - 1]
+    else:  # candidates exhausted: exact only if every unseen bound exceeds the k-th distance
+        unseen = torch.ones(len(lb), dtype=torch.bool)
+        unseen[cand_idx] = False
+        exact = bool(len(exact_d) >= k and (not unseen.any() or float(lb[unseen].min()) > kth))
+    best = sorted(exact_d, key=exact_d.get)[:k]
+    keep = torch.tensor(sorted(best))
+    return Posterior(theta[keep], names, info={
+        "method": "abc", "simulations": float(num), "k": k, "epsilon": kth,
+        "exact_solves": len(exact_d), "exact": exact})

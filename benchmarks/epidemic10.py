@@ -1,0 +1,74 @@
+r"""Epidemic (SI) benchmark, setting 2 (10 floors): Tables 6 and 8 and Fig. 10 (Sec. 5.3, App. C.3).
+
+Same methods as ``epidemic5.py`` (whose machinery it reuses), with the setting-2 changes: 12
+parameters, log-normal(-3, 2) prior, localization (100 replicates x 100 iterations at paper
+scale), every table drawn from :math:`q` and the baselines reweighted by :math:`\pi/q`.
+
+Run: ``scorebayes bench epidemic10 [--reps R] [--methods a,b] [--full]``.
+
+References:
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang, Yang)
+    | Sec. 5.3, App. C.3, Tables 6 and 8, Fig. 10; seeds/000_1aaaaf87072c12bc.txt
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import epidemic5  # noqa: E402
+
+# Table 6 (setting 2, 50 repetitions), columns ABC / BSL / NPE / n-model
+TABLE6 = {
+    "beta_facility": ((.013, .011, .007, .009), (.011, .010, .007, .007), (.050, .061, .084, .055),
+                      (.016, .010, .015, .007), (.86, .94, 1.0, 1.0)),
+    "beta_floor1": ((.013, .010, .035, .017), (.017, .012, .021, .015), (.063, .077, .271, .127),
+                    (.037, .029, .142, .030), (.94, 1.0, .98, .94)),
+    "beta_floor2": ((.021, .017, .021, .014), (.014, .009, .018, .014), (.067, .081, .250, .131),
+                    (.038, .025, .121, .025), (.84, .98, .98, .98)),
+    "beta_floor3": ((.028, .021, .022, .022), (.020, .013, .017, .015), (.085, .107, .223, .128),
+                    (.041, .030, .119, .031), (.78, .98, 1.0, .98)),
+    "beta_floor4": ((.040, .030, .023, .026), (.031, .020, .018, .018), (.113, .122, .190, .131),
+                    (.063, .031, .086, .022), (.82, .90, .96, .96)),
+    "beta_floor5": ((.041, .037, .031, .028), (.035, .023, .018, .019), (.126, .153, .194, .138),
+                    (.065, .047, .053, .021), (.74, .92, .98, .98)),
+    "beta_floor6": ((.046, .034, .029, .027), (.030, .027, .023, .022), (.132, .151, .182, .141),
+                    (.065, .040, .049, .018), (.74, .90, .98, .98)),
+    "beta_floor7": ((.045, .043, .032, .030), (.040, .048, .025, .029), (.170, .219, .201, .160),
+                    (.101, .138, .032, .035), (.86, .96, .96, .94)),
+    "beta_floor8": ((.054, .055, .045, .043), (.044, .040, .041, .041), (.201, .229, .229, .172),
+                    (.096, .103, .069, .047), (.78, .92, .94, .90)),
+    "beta_floor9": ((.055, .052, .044, .039), (.044, .048, .030, .027), (.195, .249, .224, .174),
+                    (.103, .140, .059, .037), (.86, .96, .94, .94)),
+    "beta_floor10": ((.066, .045, .035, .038), (.055, .045, .030, .030), (.234, .278, .255, .197),
+                     (.103, .125, .061, .040), (.90, .98, 1.0, .96)),
+    "beta_room": ((.022, .016, .027, .020), (.023, .010, .020, .013), (.126, .116, .367, .110),
+                  (.056, .038, .160, .041), (.96, .98, 1.0, .94)),
+}
+COST8 = {"abc": 2e4, "bsl": 2e6, "npe": 2e4, "gaussian-npe": 2e4, "n-model": 2e4, "localization": 1e4}
+
+SMALL = {
+    "reps": 5,
+    "n": {"N": 2_000, "epochs": 30, "batch": 5, "samples": 1_000, "max_steps": 2_000},
+    "abc": {"N": 8_000, "k": 100},
+    "bsl": {"chains": 4, "length": 300, "burn_in": 100, "sims": 50},
+    "npe": {"N": 2_000, "samples": 2_000, "epochs": 200},
+    "gnpe": {"N": 8_000, "samples": 5_000, "epochs": 300},
+    "localization": {"replicates": 20, "iterations": 100, "lr": 1e-1},
+}
+FULL = {
+    "reps": 50,
+    "n": {"N": 20_000, "epochs": 100, "batch": 5, "samples": 10_000, "max_steps": 20_000},
+    "abc": {"N": 20_000, "k": 100},
+    "bsl": {"chains": 10, "length": 1_000, "burn_in": 200, "sims": 200},
+    "npe": {"N": 20_000, "samples": 10_000, "epochs": 5_000},
+    "gnpe": {"N": 20_000, "samples": 10_000, "epochs": 5_000},
+    "localization": {"replicates": 100, "iterations": 100, "lr": 1e-1},
+}
+
+PAPER = epidemic5._paper_rows(TABLE6, COST8)
+
+if __name__ == "__main__":
+    epidemic5.main("epidemic10", paper=PAPER, small=SMALL, full=FULL, localize=True,
+                   fig_name="epidemic10_fig10.png")

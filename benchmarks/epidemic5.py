@@ -1,0 +1,211 @@
+r"""Epidemic (SI) benchmark, setting 1 (5 floors): Tables 3 and 7 and Fig. 5 (Sec. 5.3, App. C.3).
+
+Methods: ``n-model`` (the paper's plain full-data score network on vec(S): ``ScoreLangevin``
+``mode="full"``, ELU 512-256-128, no regularization), ``abc`` (exact W1 between the rows of S,
+keep 100), ``bsl`` (mean/SD of the rows of S), ``npe`` (MAF via ``sbi`` on flattened S) and
+``gaussian-npe`` (Chatha et al.'s Gaussian NPE, the paper's NPE row). Setting 1 draws every table
+from the prior; setting 2 (``epidemic10.py``, which imports :func:`main` from here) localizes and
+draws from :math:`q`, reweighting the baselines by :math:`\pi/q`.
+
+Run: ``scorebayes bench epidemic5 [--reps R] [--methods a,b] [--full]``.
+
+References:
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang, Yang)
+    | Sec. 5.3, App. C.3, Tables 3, 6, 7, 8, Figs. 5 and 10; seeds/000_1aaaaf87072c12bc.txt
+    | Chatha et al., Neural posterior estimation for stochastic epidemic modeling, 2024
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _sbi_common as common  # noqa: E402
+
+from scorebayes.baselines import abc_w1, bsl, gaussian_npe, npe  # noqa: E402
+from scorebayes.models import get_model  # noqa: E402
+from scorebayes.parallel import derive_seed, make_generator  # noqa: E402
+from scorebayes.sbi import ScoreLangevin, TrainingSchedule  # noqa: E402
+
+METHODS = ["n-model", "abc", "bsl", "npe", "gaussian-npe"]
+PAPER_KEYS = ["abc", "bsl", "gaussian-npe", "n-model"]  # column order of Tables 3 and 6
+
+
+def _paper_rows(rows: dict[str, tuple], cost: dict) -> dict:
+    """``{param: (bias4, bias_sd4, width4, width_sd4, cov4)}`` -> ``{method: {param: 5-tuple}}``."""
+    out: dict = {m: {} for m in PAPER_KEYS}
+    for p, (b, bs, w, ws, c) in rows.items():
+        for j, m in enumerate(PAPER_KEYS):
+            out[m][p] = (b[j], bs[j], w[j], ws[j], c[j])
+    out["npe"] = out["gaussian-npe"]  # the paper's NPE row is the Gaussian NPE
+    out["cost"] = cost
+    return out
+
+
+# Table 3 (setting 1, 100 repetitions), columns ABC / BSL / NPE / n-model
+TABLE3 = {
+    "beta_facility": ((.009, .010, .009, .010), (.006, .007, .007, .008), (.085, .081, .108, .066),
+                      (.013, .037, .054, .009), (1.0, 1.0, 1.0, .98)),
+    "beta_floor1": ((.018, .016, .022, .014), (.008, .012, .015, .013), (.092, .094, .143, .074),
+                    (.021, .065, .042, .021), (1.0, 1.0, 1.0, .98)),
+    "beta_floor2": ((.009, .011, .020, .014), (.009, .009, .021, .013), (.106, .105, .193, .090),
+                    (.027, .050, .122, .027), (1.0, 1.0, 1.0, 1.0)),
+    "beta_floor3": ((.013, .016, .015, .016), (.009, .011, .014, .012), (.123, .125, .199, .104),
+                    (.031, .092, .114, .026), (1.0, 1.0, 1.0, 1.0)),
+    "beta_floor4": ((.023, .023, .025, .023), (.015, .016, .025, .017), (.148, .131, .218, .126),
+                    (.052, .040, .148, .037), (.99, .97, 1.0, .98)),
+    "beta_floor5": ((.028, .026, .030, .025), (.017, .018, .019, .019), (.179, .165, .211, .138),
+                    (.054, .071, .071, .033), (.98, .98, .99, .96)),
+    "beta_room": ((.014, .016, .013, .015), (.009, .015, .010, .012), (.204, .133, .216, .123),
+                  (.048, .051, .098, .039), (1.0, 1.0, 1.0, 1.0)),
+}
+COST7 = {"abc": 8e3, "bsl": 1e6, "npe": 8e3, "gaussian-npe": 8e3, "n-model": 8e3}
+
+SMALL = {
+    "reps": 10,
+    "n": {"N": 2_000, "epochs": 30, "batch": 5, "samples": 1_000, "max_steps": 2_000},
+    "abc": {"N": 8_000, "k": 100},
+    "bsl": {"chains": 4, "length": 300, "burn_in": 100, "sims": 50},
+    "npe": {"N": 2_000, "samples": 2_000, "epochs": 200},
+    "gnpe": {"N": 8_000, "samples": 5_000, "epochs": 300},
+    "localization": {"replicates": 20, "iterations": 100, "lr": 1e-1},
+}
+FULL = {
+    "reps": 100,
+    "n": {"N": 8_000, "epochs": 100, "batch": 5, "samples": 10_000, "max_steps": 20_000},
+    "abc": {"N": 8_000, "k": 100},
+    "bsl": {"chains": 10, "length": 1_000, "burn_in": 200, "sims": 100},
+    "npe": {"N": 8_000, "samples": 10_000, "epochs": 1_000},
+    "gnpe": {"N": 8_000, "samples": 10_000, "epochs": 1_000},
+    "localization": {"replicates": 100, "iterations": 100, "lr": 1e-1},
+}
+
+
+def flatten_summary(x: torch.Tensor) -> torch.Tensor:
+    """``S [B, T, J+2] -> vec(S) [B, T (J+2)]`` (the NPE input)."""
+    return x.reshape(x.shape[0], -1)
+
+
+def make_methods(model, scale: dict, chosen: list[str], *, localize: bool, seed: int) -> dict:
+    """``{method: fn(x_obs [T, J+2], seed) -> Posterior}``; with ``localize`` the baselines share
+    one localization per observed data set (cost in ``info["cost_localization"]``)."""
+    from scorebayes.localize import localize as run_localization
+
+    prior, sim, names = model.prior, model.simulator, model.parameter_names
+    cache: dict[str, object] = {}
+
+    def proposal(x_obs):
+        if not localize:
+            return None, 0.0
+        key = hashlib.sha1(x_obs.numpy().tobytes()).hexdigest()
+        if key not in cache:
+            cache.clear()
+            cache[key] = run_localization(sim, x_obs, prior, seed=derive_seed(seed, "localize", key),
+                                          **scale["localization"])
+        loc = cache[key]
+        return loc.proposal, float(loc.simulations)
+
+    def tag(post, loc_cost):
+        post.info["cost_localization"] = loc_cost
+        return post
+
+    def nmodel(x_obs, s_):
+        s = scale["n"]
+        est = ScoreLangevin(
+            prior, sim, mode="full", localize=localize, localization=scale["localization"],
+            num_simulations=s["N"], hidden=(512, 256, 128), activation="elu",
+            schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=0, batch_size=s["batch"],
+                                      lr=(1e-4, 1e-5)),
+            curvature_penalties=(0.0,), parameter_names=names, seed=s_, progress=False)
+        return est.fit(x_obs).sample(s["samples"], chains=s["samples"], max_steps=s["max_steps"])
+
+    def abc(x_obs, s_):
+        q, c = proposal(x_obs)
+        return tag(abc_w1(x_obs, prior, simulator=sim, num_simulations=scale["abc"]["N"], sampler=q,
+                          k=scale["abc"]["k"], names=names, generator=make_generator(s_, "abc")), c)
+
+    def bsl_fn(x_obs, s_):
+        s = scale["bsl"]
+        q, c = proposal(x_obs)
+        return tag(bsl(x_obs, sim, prior, summary=model.summary_fn, num_chains=s["chains"],
+                       num_steps=s["length"], burn_in=s["burn_in"], num_sims=s["sims"], sampler=q,
+                       names=names, generator=make_generator(s_, "bsl")), c)
+
+    def npe_fn(x_obs, s_):
+        s = scale["npe"]
+        q, c = proposal(x_obs)
+        return tag(npe(x_obs, prior, simulator=sim, num_simulations=s["N"], sampler=q,
+                       summary=flatten_summary, num_samples=s["samples"], max_epochs=s["epochs"],
+                       names=names, generator=make_generator(s_, "npe")), c)
+
+    def gnpe_fn(x_obs, s_):
+        s = scale["gnpe"]
+        q, c = proposal(x_obs)
+        return tag(gaussian_npe(x_obs, prior, simulator=sim, num_simulations=s["N"], sampler=q,
+                                summary=flatten_summary, num_samples=s["samples"],
+                                max_epochs=s["epochs"], names=names,
+                                generator=make_generator(s_, "gnpe")), c)
+
+    table = {"n-model": nmodel, "abc": abc, "bsl": bsl_fn, "npe": npe_fn, "gaussian-npe": gnpe_fn}
+    return {m: table[m] for m in chosen}
+
+
+def figure(model, name: str, records: list[dict], fig_name: str) -> list[str]:
+    """Figs. 5/10: per-parameter CI95 width and bias of every method (ours), truth-relative."""
+    plt = common.pyplot()
+    methods = list(dict.fromkeys(r["method"] for r in records))
+    d = model.dim
+    fig, axes = plt.subplots(1, 2, figsize=(12, 3.6))
+    for j, m in enumerate(methods):
+        rows = [r for r in records if r["method"] == m]
+        w = torch.tensor([r["width"] for r in rows]).mean(0)
+        b = torch.tensor([r["bias"] for r in rows]).mean(0)
+        xs = torch.arange(d) + (j - len(methods) / 2) * 0.12
+        axes[0].plot(xs, w, "o", label=m)
+        axes[1].plot(xs, b, "o", label=m)
+    for ax, t in zip(axes, ("mean CI95 width", "mean |bias|")):
+        ax.set_xticks(range(d))
+        ax.set_xticklabels(model.reported_names, rotation=45, fontsize=7)
+        ax.set_title(t)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(common.RESULTS / fig_name, dpi=110)
+    plt.close(fig)
+    return [fig_name]
+
+
+def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SMALL, full: dict = FULL,
+         localize: bool = False, fig_name: str = "epidemic5_fig5.png", argv=None) -> None:
+    args = common.parse_args(f"{name} benchmark", small["reps"], METHODS, argv)
+    scale = full if args.full else small
+    model = get_model(name)
+    methods = make_methods(model, scale, args.methods, localize=localize, seed=args.seed)
+    start = time.perf_counter()
+    records = common.run_repetitions(name, model, methods, reps=args.reps, seed=args.seed,
+                                     fresh=args.fresh, progress=not args.quiet)
+    summary = common.summarise(records, model.reported_names, reps=args.reps)
+    figures = figure(model, name, [r for r in records if r["rep"] < args.reps], fig_name)
+    seconds = max(time.perf_counter() - start, sum(r["seconds"] for r in records if r["rep"] < args.reps))
+    scale_note = ("paper scale" if args.full else
+                  f"small scale for a shared 2-core machine: {args.reps} repetitions; " +
+                  "; ".join(f"{k}: {v}" for k, v in scale.items() if k != "reps"))
+    notes = [
+        "Cost unit: one simulated summary matrix S (T = 52 rows). n-model, ABC, NPE: N; BSL: chains x "
+        "length x simulations per iteration; localization reported separately.",
+        "n-model = ScoreLangevin(mode='full'): the paper's full-data score network on vec(S).",
+        "The paper's NPE row is Chatha et al.'s Gaussian NPE (our 'gaussian-npe'); 'npe' is the MAF of sbi.",
+    ]
+    common.write_results(name, command=common.command_line(name), reps=args.reps, methods=summary,
+                         paper=paper, scale_note=scale_note, notes=notes, figures=figures, seconds=seconds)
+    print(f"wrote {common.RESULTS / (name + '.json')}")
+
+
+PAPER = _paper_rows(TABLE3, COST7)
+
+if __name__ == "__main__":
+    main("epidemic5", paper=PAPER, localize=False)

@@ -1,0 +1,200 @@
+r"""M/G/1 queue benchmark: Tables 1 and 4 and Fig. 2 of the Langevin-SBI paper (Sec. 5.1, App. C.1).
+
+Methods: ``single-model`` (noise smoothing sigma_eps = 0.25, 3 noise sets), ``n-model`` (box
+weight function of eq. 19, :meth:`scorebayes.models.MG1.weight_fn`), ``abc`` (exact W1, N prior
+draws, keep 200; exact lower-bound pruning, same draws as full ABC), ``bsl`` (mean/SD summaries),
+``npe`` (MAF on the mean/SD summaries; the paper excluded NPE here). No localization (prior tables).
+
+Run: ``scorebayes bench mg1 [--reps R] [--methods a,b] [--full]``.
+
+References:
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang, Yang)
+    | Sec. 5.1, App. C.1, Tables 1 and 4, Fig. 2; seeds/000_1aaaaf87072c12bc.txt
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _sbi_common as common  # noqa: E402
+
+from scorebayes.baselines import bsl, npe  # noqa: E402
+from scorebayes.models import get_model  # noqa: E402
+from scorebayes.parallel import derive_seed, make_generator  # noqa: E402
+from scorebayes.sbi import ScoreLangevin, TrainingSchedule  # noqa: E402
+
+NAME = "mg1"
+METHODS = ["single-model", "n-model", "abc", "bsl", "npe"]
+NAMES = ["theta1", "theta2", "theta3"]
+
+# Table 1 (100 repetitions): (bias, bias_sd, ci_width, ci_width_sd, coverage); Table 4 costs
+PAPER = {
+    "abc": {"theta1": (0.584, 0.074, 2.964, 0.131, 1.00), "theta2": (0.264, 0.132, 4.130, 0.210, 1.00),
+            "theta3": (0.012, 0.005, 0.059, 0.004, 1.00)},
+    "bsl": {"theta1": (0.327, 0.203, 2.594, 0.228, 1.00), "theta2": (0.389, 0.245, 3.494, 0.799, 1.00),
+            "theta3": (0.005, 0.004, 0.027, 0.026, 0.97)},
+    "n-model": {"theta1": (0.002, 0.002, 0.014, 0.002, 0.99), "theta2": (0.121, 0.086, 0.717, 0.035, 0.98),
+                "theta3": (0.004, 0.004, 0.032, 0.001, 0.98)},
+    "single-model": {"theta1": (0.023, 0.018, 0.149, 0.013, 0.99),
+                     "theta2": (0.054, 0.038, 0.247, 0.023, 0.94),
+                     "theta3": (0.003, 0.003, 0.033, 0.005, 1.00)},
+    "cost": {"single-model": 1.04e4, "n-model": 2e4, "abc": 2e4, "bsl": 3e6},
+}
+
+# small scale only: the Langevin chains start from q instead of the prior (see the notes)
+LOCALIZATION = {"replicates": 20, "iterations": 100}
+
+SMALL = {
+    "reps": 10,
+    "single": {"N": 20_000, "N_R": 2_000, "m_R": 100, "epochs": 60, "penalty_epochs": 10,
+               "mean_epochs": 60, "mean_penalty_epochs": 10, "samples": 600, "chains": 60,
+               "max_steps": 1_500, "localize": True},
+    "n": {"N": 1_000, "epochs": 100, "batch": 50, "samples": 400, "chains": 40, "max_steps": 1_500,
+          "localize": True},
+    "abc": {"N": 20_000, "k": 200},
+    "bsl": {"chains": 4, "length": 600, "burn_in": 200, "sims": 100},
+    "npe": {"N": 2_000, "samples": 2_000},
+}
+FULL = {
+    "reps": 100,
+    "single": {"N": 200_000, "N_R": 50_000, "m_R": 100, "epochs": 500, "penalty_epochs": 100,
+               "mean_epochs": 500, "mean_penalty_epochs": 300, "samples": 3_000,
+               "chains": 3_000, "max_steps": 20_000, "localize": False},
+    "n": {"N": 20_000, "epochs": 5_000, "batch": 500, "samples": 1_000, "chains": 1_000,
+          "max_steps": 20_000, "localize": False},
+    "abc": {"N": 20_000, "k": 200},
+    "bsl": {"chains": 10, "length": 3_000, "burn_in": 1_000, "sims": 100},
+    "npe": {"N": 20_000, "samples": 10_000},
+}
+
+
+def make_methods(model, scale: dict, chosen: list[str]) -> dict:
+    """``{method: fn(x_obs [n, 5], seed) -> Posterior}`` at the given scale."""
+    prior, sim, names = model.prior, model.simulator, model.parameter_names
+
+    def single(x_obs, seed):
+        s = scale["single"]
+        est = ScoreLangevin(
+            prior, sim, mode="single", localize=s["localize"], localization=LOCALIZATION, num_simulations=s["N"], num_groups=s["N_R"],
+            group_size=s["m_R"], hidden=(64,), activation="tanh",
+            schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=s["penalty_epochs"], batch_size=500),
+            mean_schedule=TrainingSchedule(epochs=s["mean_epochs"], penalty_epochs=s["mean_penalty_epochs"],
+                                           batch_size=10),
+            curvature_penalties=(1e-8,), mean_penalties=(1e-8,), noise_sd=0.25, noise_draws=3,
+            support_fn=model.support, parameter_names=names, seed=seed, progress=False)
+        return est.fit(x_obs).sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
+
+    def nmodel(x_obs, seed):
+        s = scale["n"]
+        est = ScoreLangevin(
+            prior, sim, mode="n", localize=s["localize"], localization=LOCALIZATION, num_simulations=s["N"], hidden=(64,), activation="tanh",
+            schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=0, batch_size=s["batch"],
+                                      lr=(1e-3, 1e-3)),
+            curvature_penalties=(0.0,), weight_fn=model.weight_fn, support_fn=model.support,
+            parameter_names=names, seed=seed, progress=False)
+        return est.fit(x_obs).sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
+
+    def abc(x_obs, seed):
+        s = scale["abc"]
+        return common.abc_w1_pruned(x_obs, prior, sim, s["N"], k=s["k"], seed=seed, names=names)
+
+    def bsl_fn(x_obs, seed):
+        s = scale["bsl"]
+        return bsl(x_obs, sim, prior, summary=model.summary_fn, num_chains=s["chains"],
+                   num_steps=s["length"], burn_in=s["burn_in"], num_sims=s["sims"], names=names,
+                   generator=make_generator(seed, "bsl"))
+
+    def npe_fn(x_obs, seed):
+        s = scale["npe"]
+        return npe(x_obs, prior, simulator=sim, num_simulations=s["N"], summary=model.summary_fn,
+                   num_samples=s["samples"], names=names, generator=make_generator(seed, "npe"))
+
+    table = {"single-model": single, "n-model": nmodel, "abc": abc, "bsl": bsl_fn, "npe": npe_fn}
+    return {m: table[m] for m in chosen}
+
+
+def keep_first(name: str, methods: dict, seed: int) -> dict:
+    """Wrap the methods so that repetition 0's draws are saved for the figure (survives resumes)."""
+    def wrap(m, fn):
+        def run(x_obs, rep_seed):
+            post = fn(x_obs, rep_seed)
+            if rep_seed == derive_seed(seed, m, 0):
+                w = None if post.weights is None else post.weights.reshape(-1)
+                torch.save({"draws": post.draws.reshape(-1, post.draws.shape[-1]), "weights": w},
+                           common.RESULTS / f"{name}_rep0_{m}.pt")
+            return post
+        return run
+    common.RESULTS.mkdir(parents=True, exist_ok=True)
+    return {m: wrap(m, fn) for m, fn in methods.items()}
+
+
+def figure(model, methods: list[str]) -> list[str]:
+    """Fig. 2: marginal posterior densities of repetition 0, every method, truth marked."""
+    plt = common.pyplot()
+    truth = model.to_reported(model.true_parameters).numpy()
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
+    for m in methods:
+        path = common.RESULTS / f"{NAME}_rep0_{m}.pt"
+        if not path.exists():
+            continue
+        saved = torch.load(path)
+        th = model.to_reported(saved["draws"]).numpy()
+        w = None if saved["weights"] is None else saved["weights"].numpy()
+        for k, ax in enumerate(axes):
+            ax.hist(th[:, k], bins=60, weights=w, density=True, histtype="step", label=m)
+    for k, ax in enumerate(axes):
+        ax.axvline(truth[k], color="k", ls="--", lw=1)
+        ax.set_title(NAMES[k])
+    axes[0].set_xlim(0, 3)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    out = "mg1_fig2.png"
+    fig.savefig(common.RESULTS / out, dpi=110)
+    plt.close(fig)
+    return [out]
+
+
+def main(argv=None) -> None:
+    args = common.parse_args(__doc__.splitlines()[0], SMALL["reps"], METHODS, argv)
+    scale = FULL if args.full else SMALL
+    model = get_model(NAME)
+    methods = keep_first(NAME, make_methods(model, scale, args.methods), args.seed)
+    start = time.perf_counter()
+    records = common.run_repetitions(NAME, model, methods, reps=args.reps, seed=args.seed,
+                                     fresh=args.fresh, progress=not args.quiet)
+    summary = common.summarise(records, NAMES, reps=args.reps)
+    figures = figure(model, list(methods))
+    seconds = max(time.perf_counter() - start, sum(r["seconds"] for r in records if r["rep"] < args.reps))
+    scale_note = ("paper scale" if args.full else
+                  f"small scale for a shared 2-core machine: {args.reps} repetitions; " +
+                  "; ".join(f"{k}: {v}" for k, v in scale.items() if k != "reps"))
+    notes = [
+        "Cost unit: one data set of n = 500 queues. single-model: N/n + N_R m_R/n; n-model, ABC, NPE: N; "
+        "BSL: chains x length x simulations per iteration. The paper uses no localization (prior tables).",
+        "ABC: exact W1 (POT emd) on the raw 5-D observations, made affordable by an exact pruning bound "
+        "(max over coordinates of the 1-D marginal W1 <= W1); the kept draws equal full ABC's "
+        f"(exact flags: {sorted({bool(r.get('exact', True)) for r in records if r['method'] == 'abc'})}).",
+        "NPE is not in the paper's Table 1 (500-D input); here it uses the 10 mean/SD summaries.",
+        "Small scale: single-/n-model tables and chain starts come from a localized q (20 replicates x 100 "
+        "iterations, cost listed separately) and the chains are capped at 1,500 Langevin steps; the paper "
+        "uses prior tables (--full keeps that).",
+        "KNOWN FAILURE at the small scale: the single-model learned likelihood score carries almost no "
+        "information on theta2 (summed over n = 500 it is about -5 in u-space both at phi2 = 2 and phi2 = 7, "
+        "where the true score is in the thousands), so the Langevin posterior is nearly the prior "
+        "(theta2 width ~9.5). Diagnosis so far: far too little training (N = 20,000 rows, 60 epochs vs "
+        "200,000 rows and 500 epochs) for the per-observation signal; not yet confirmed at paper scale.",
+        "single-model: noise smoothing sigma_eps = 0.25 (3 noise sets); n-model: box weight function "
+        "g = dist(phi, boundary of [0, min(10, min x)] x [0, 10] x [0, 0.5]) (eq. 19).",
+    ]
+    common.write_results(NAME, command=common.command_line(NAME), reps=args.reps, methods=summary,
+                         paper=PAPER, scale_note=scale_note, notes=notes, figures=figures, seconds=seconds)
+    print(f"wrote {common.RESULTS / (NAME + '.json')}")
+
+
+if __name__ == "__main__":
+    main()

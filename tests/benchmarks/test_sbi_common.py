@@ -1,0 +1,103 @@
+"""Fast checks of benchmarks/_sbi_common.py: JSON layout, metrics, resume, pruned exact ABC."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch.distributions import Normal
+
+from scorebayes.posterior import Posterior
+from scorebayes.priors import independent
+from scorebayes.simulators import Simulator
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+@pytest.fixture()
+def common(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("_sbi_common_test", BENCH / "_sbi_common.py")
+    mod = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "_sbi_common_test", mod)
+    spec.loader.exec_module(mod)
+    monkeypatch.setattr(mod, "RESULTS", tmp_path)
+    return mod
+
+
+class _Fake:
+    """Model stub: d = 2, truth 0, to_reported doubles the second coordinate."""
+
+    true_parameters = torch.zeros(2, dtype=torch.float64)
+    parameter_names = reported_names = ["a", "b"]
+
+    def to_reported(self, theta):
+        return torch.stack([theta[..., 0], 2 * theta[..., 1]], -1)
+
+    def observed(self, generator=None):
+        return torch.randn(10, 1, generator=generator, dtype=torch.float64)
+
+
+def _exact_method(x_obs, seed):
+    """Draws N(0, 1) per coordinate: CI95 width 2 * 1.96 (3.92, 7.84 after to_reported)."""
+    g = torch.Generator().manual_seed(seed)
+    shift = torch.randn(2, generator=g, dtype=torch.float64)  # random 'posterior mean' ~ N(0, 1)
+    return Posterior(shift + torch.randn(20_000, 2, generator=g, dtype=torch.float64), ["a", "b"],
+                     info={"simulations": 7.0, "simulations_by_stage": {"localization": 2.0}})
+
+
+def test_layout_metrics_and_resume(common, tmp_path):
+    calls = []
+
+    def method(x, s):
+        calls.append(s)
+        return _exact_method(x, s)
+
+    recs = common.run_repetitions("fake", _Fake(), {"m": method}, reps=40, seed=3, progress=False)
+    summary = common.summarise(recs, ["a", "b"])
+    common.write_results("fake", command="cmd", reps=40, methods=summary,
+                         paper={"m": {"a": (0.1, 0.1, 3.9, 0.0, 0.95)}, "cost": {"m": 5}})
+    data = json.loads((tmp_path / "fake.json").read_text())
+    assert {"name", "command", "reps", "methods"} <= set(data)
+    row = data["methods"]["m"]
+    assert {"cost", "seconds", "parameters"} <= set(row)
+    assert row["cost"] == 5.0 and row["cost_localization"] == 2.0  # localization counted apart
+    for p, scale in (("a", 1.0), ("b", 2.0)):
+        q = row["parameters"][p]
+        assert set(q) == {"bias", "bias_sd", "ci_width", "ci_width_sd", "coverage"}
+        assert q["ci_width"] == pytest.approx(2 * 1.96 * scale, rel=0.03)
+        # bias = |N(0, scale^2)|: mean scale * sqrt(2/pi); 40 reps -> se ~ 0.6 scale / sqrt(40)
+        assert q["bias"] == pytest.approx(scale * np.sqrt(2 / np.pi), abs=4 * 0.6 * scale / np.sqrt(40))
+        assert 0.8 <= q["coverage"] <= 1.0  # the truth is inside the 95% interval in ~95% of reps
+    assert "| m | paper |" in (tmp_path / "fake.md").read_text()
+    # resume: nothing is recomputed, the records are identical
+    n_calls = len(calls)
+    again = common.run_repetitions("fake", _Fake(), {"m": method}, reps=40, seed=3, progress=False)
+    assert len(calls) == n_calls and again == recs
+    assert len((tmp_path / "fake_partial.jsonl").read_text().splitlines()) == 40
+
+
+def test_pruned_abc_equals_full_abc(common):
+    from scorebayes.baselines import wasserstein1
+    from scorebayes.parallel import make_generator
+    from scorebayes.priors import sample
+
+    prior = independent([Normal(torch.tensor(0.0, dtype=torch.float64), torch.tensor(2.0, dtype=torch.float64))] * 2)
+    sim = Simulator(lambda th, n, g: th[:, None, :] + torch.randn(len(th), n, 2, generator=g, dtype=torch.float64))
+    x_obs = 0.5 + torch.randn(30, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    post = common.abc_w1_pruned(x_obs, prior, sim, 600, k=20, seed=1, chunk=200, keep_candidates=100)
+    assert post.info["exact"] and post.info["exact_solves"] < 600
+    # brute force over the same draws
+    thetas, dists = [], []
+    for c in range(3):
+        g = make_generator(1, "abc", c)
+        th = sample(prior, 200, generator=g).to(torch.float64)
+        thetas.append(th)
+        dists.append(wasserstein1(sim(th, 30, g), x_obs))
+    theta, dist = torch.cat(thetas), torch.cat(dists)
+    best = theta[torch.sort(torch.argsort(dist)[:20]).values]
+    assert torch.equal(post.draws.reshape(-1, 2), best)
