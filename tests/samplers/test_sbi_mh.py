@@ -1,0 +1,136 @@
+"""MH-corrected Langevin on an SBI posterior with a known score (scorebayes.samplers.sbi_mh).
+
+Gaussian model: prior N(0, 3^2 I_2), x_i ~ N(theta, I_2), n = 10, so the posterior is
+N(n xbar / (n + 1/9), 1 / (n + 1/9) I). The fake estimator carries the exact likelihood score,
+bypassing training. At kappa = h lambda_max = 1, ULA's stationary variance is 1/(lambda (1 - kappa/2))
+= twice the posterior's (sd x 1.41); MALA with the path-integral acceptance is exact.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.distributions import Normal
+
+from scorebayes.priors import ParameterSpace, independent
+from scorebayes.proposal import GaussianProposal
+from scorebayes.samplers.sbi_mh import mh_correct, posterior_score
+
+N_OBS, PRIOR_SD = 10, 3.0
+
+
+class KnownScoreEstimator:
+    """The attributes sbi_mh uses, with the exact likelihood score."""
+
+    def __init__(self, x_obs: torch.Tensor):
+        self.prior = independent([Normal(0.0, PRIOR_SD), Normal(0.0, PRIOR_SD)])
+        self.space = ParameterSpace(self.prior)
+        self.x_obs_ = x_obs
+        self.proposal_ = GaussianProposal(self.space, x_obs.mean(0) + 0.3, torch.full((2,), 0.8))
+        self.training_region_ = (torch.full((2,), -20.0, dtype=torch.float64),
+                                 torch.full((2,), 20.0, dtype=torch.float64))
+        self.parameter_names = ["a", "b"]
+        self.seed = 3
+
+    def likelihood_score(self, u: torch.Tensor) -> torch.Tensor:
+        return (self.x_obs_.sum(0) - len(self.x_obs_) * u).to(torch.float64)
+
+
+@pytest.fixture(scope="module")
+def setting():
+    x = 1.0 + torch.randn(N_OBS, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    precision = N_OBS + 1 / PRIOR_SD**2
+    return KnownScoreEstimator(x), x.sum(0) / precision, 1 / math.sqrt(precision)
+
+
+def _moments(posterior):
+    draws = posterior.draws.reshape(-1, 2)
+    return draws.mean(0), draws.std(0)
+
+
+def test_posterior_score_is_exact(setting):
+    est, mean, sd = setting
+    u = torch.randn(5, 2, dtype=torch.float64)
+    assert torch.allclose(posterior_score(est)(u), -(u - mean) / sd**2, atol=1e-8)
+
+
+def test_quadrature_mh_removes_ula_bias_at_large_step(setting):
+    est, mean, sd = setting
+    kw = dict(num_samples=8000, chains=200, step_size_factor=1.0, burn_in=200, thin=2)
+    ula = mh_correct(est, acceptance="none", **kw)
+    mh = mh_correct(est, acceptance="quadrature", num_nodes=2, **kw)
+    m_ula, s_ula = _moments(ula)
+    m_mh, s_mh = _moments(mh)
+    # exact chains: 8000 correlated draws, ESS >~ 2000 -> relative SE of the sd <~ 1.6%
+    assert torch.all((s_mh / sd - 1).abs() < 0.06), s_mh / sd
+    assert torch.all((m_mh - mean).abs() < 5 * sd / math.sqrt(2000)), m_mh - mean
+    # ULA: sd inflated by 1/sqrt(1 - kappa/2) = 1.41
+    assert torch.all(s_ula / sd > 1.3), s_ula / sd
+    assert ula.info["acceptance_rate"] == 1.0
+    assert 0.5 < mh.info["acceptance_rate"] < 1.0
+    assert mh.samples.shape == (200, 40, 2) and mh.names == ["a", "b"]
+
+
+def test_learned_acceptance_reduces_bias(setting):
+    est, mean, sd = setting
+    mh = mh_correct(est, acceptance="learned", num_samples=4000, chains=200, step_size_factor=1.0,
+                    burn_in=200, thin=2, acceptance_epochs=300, pilot_steps=60)
+    _, s_mh = _moments(mh)
+    assert torch.all((s_mh / sd - 1).abs() < 0.15), s_mh / sd
+    assert 0.3 < mh.info["acceptance_rate"] < 1.0
+
+
+def test_bad_input(setting):
+    est, _, _ = setting
+    with pytest.raises(ValueError, match="acceptance"):
+        mh_correct(est, acceptance="exact")
+    with pytest.raises(ValueError, match="step_size"):
+        mh_correct(est, step_size=-1.0)
+    with pytest.raises(RuntimeError, match="fit"):
+        mh_correct(object())
+
+
+def test_cli_option_mh_correction(tmp_path):
+    """method = "score-langevin" with [options] mh_correction (apps/langevin.py)."""
+    import json
+
+    from scorebayes.cli import main
+
+    (tmp_path / "sim.py").write_text(
+        "import torch\n"
+        "def simulate(theta, n, generator=None):\n"
+        "    return theta[:, None, :] + torch.randn(theta.shape[0], n, 1, generator=generator,"
+        " dtype=theta.dtype)\n")
+    config = '''method = "score-langevin"
+seed = 2
+[model]
+simulator = "sim.py:simulate"
+parameters = ["mu"]
+[[prior]]
+dist = "normal"
+loc = 0.0
+scale = 5.0
+[data]
+true_parameters = [1.5]
+n = 40
+[options]
+num_simulations = 2000
+num_groups = 200
+group_size = 50
+localize = false
+curvature_penalties = [0.0]
+mean_penalties = [0.0]
+schedule = { epochs = 8, patience = 8 }
+mean_schedule = { epochs = 10, batch_size = 32 }
+num_samples = 200
+mh_correction = "%s"
+'''
+    (tmp_path / "run.toml").write_text(config % "quadrature")
+    assert main(["run", str(tmp_path / "run.toml"), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    row = summary["parameters"][0]
+    assert abs(row["mean"] - 1.5) < 5 * (row["sd"] + 0.2)
+    (tmp_path / "bad.toml").write_text(config % "exact")
+    assert main(["run", str(tmp_path / "bad.toml"), "--out", str(tmp_path / "bad"), "--quiet"]) != 0
