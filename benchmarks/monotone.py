@@ -1,0 +1,674 @@
+r"""Bayesian monotone regression (Sec. 5.2, App. C.2): Tables 2 and 5, Figs. 1, 4 and 8.
+
+Run as ``scorebayes bench monotone [--reps R] [--full] [--methods a,b] [--parts table,fig1,fig8]``.
+
+- **Table 2 / Table 5** (``--parts table``): per method, KS and :math:`W_1` (function units,
+  *not* x100) between the posterior of :math:`B_M(x)` and the exact Gibbs posterior at each
+  of the 101 grid points, averaged over the grid and the repetitions; the pointwise 95%
+  band's coverage of :math:`\tanh(4x+2)` and its width; the simulation cost in data sets
+  of size :math:`n` (single-model :math:`N/n + N_R m_R/n`; localization separately).
+  Methods: ``single-model``, ``n-model``, ``n-model-5x``, ``abc``, ``bsl``, ``npe``.
+- **Fig. 4**: the 95% bands of every method in repetition 0, against the Gibbs band.
+- **Fig. 1** (``--parts fig1``): posterior score directions on :math:`(\theta_0, \theta_1)`
+  (other coordinates at the Gibbs posterior mean) over the conditional posterior density:
+  single-model trained on :math:`q`, the true score, single-model trained on the prior.
+- **Fig. 8** (``--parts fig8``): loss-1, loss-n and loss-n-posterior (App. C.2.3) of the
+  seven score-model variants (1-model, -C, -D, -DC; n-model, -C, -C5) trained from the same
+  :math:`q`. Scores are compared in the sampler's unconstrained coordinates :math:`u`
+  (``ParameterSpace``: scaled logit of the prior box), where our networks live.
+
+Scales. Default (small, fits this shared 2-core machine): localization 30 replicates x 200
+Adam steps; single-model :math:`N = 2\times10^4`, :math:`(N_R, m_R) = (300, 10^3)`, 20 + 10
+epochs (mean net 60 + 20); n-model :math:`N = 200` (n-model-5x :math:`1000`); ABC
+:math:`N = 2000`, k = 100; BSL 4 chains x 400 (100 burn-in) x 50 simulations; NPE
+:math:`N = 5000`; 1,000 Langevin draws from 100 chains; Gibbs reference 5,000 draws. ``--full``: the paper's App. C.2.2 settings
+(``model.paper_settings``). Our single-model configuration (see ``--help`` and the .md
+notes) differs from the paper's where the diagnosis of the coverage problem required it.
+
+References:
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang, Yang)
+    | Sec. 5.2, App. C.2, seeds/000_1aaaaf87072c12bc.txt
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _sbi_common import (  # noqa: E402
+    RESULTS, MethodResult, command_line, machine, parse_args, pyplot, run_repetitions,
+)
+
+import scorebayes.localize as localize_module  # noqa: E402
+from scorebayes import metrics  # noqa: E402
+from scorebayes.baselines import abc_w1, bsl, npe  # noqa: E402
+from scorebayes.models import get_model  # noqa: E402
+from scorebayes.parallel import make_generator  # noqa: E402
+from scorebayes.posterior import Posterior  # noqa: E402
+from scorebayes.sbi import ScoreLangevin, TrainingSchedule  # noqa: E402
+
+NAME = "monotone"
+METHODS = ("single-model", "n-model", "n-model-5x", "abc", "bsl", "npe")
+PARTS = ("table", "fig1", "fig8")
+
+#: Table 2 of the paper (KS, W1 in function units, Cover95, CI95 width) and Table 5 costs
+PAPER = {
+    "single-model": (0.095, 0.00210, 0.976, 0.034), "n-model": (0.159, 0.00395, 0.985, 0.042),
+    "n-model-5x": (0.118, 0.00269, 0.981, 0.038), "abc": (0.401, 0.01884, 0.999, 0.097),
+    "bsl": (0.516, 0.02956, 0.944, 0.148), "npe": (0.509, 0.03619, 0.867, 0.132),
+    "gibbs": (None, None, 0.965, 0.035),
+}
+PAPER_COST = {"single-model": 1.02e5, "n-model": 2e5, "n-model-5x": 1e6, "abc": 1e6, "bsl": 1.2e6,
+              "npe": 2e5, "localization": 5e4}
+
+SMALL = {
+    "localization": {"replicates": 30, "iterations": 200},
+    "single": {"N": 20_000, "N_R": 300, "m_R": 1000, "epochs": 20, "penalty_epochs": 10,
+               "batch": 1000, "mean_epochs": 60, "mean_penalty_epochs": 20},
+    "n": {"N": 200, "epochs": 15, "penalty_epochs": 5, "batch": 20},
+    "n5x": {"N": 1000, "epoch_divisor": 5},
+    "sampling": {"num_samples": 1000, "chains": 100},
+    "abc": {"N": 2000, "k": 100},
+    "bsl": {"chains": 4, "steps": 400, "burn_in": 100, "sims": 50},
+    "npe": {"N": 5000, "epochs": 50, "samples": 4000},
+    "gibbs": 5000,
+    "fig8": {"loss1": 5000, "lossn": 50, "posterior": 200},
+}
+FULL = {
+    "localization": {"replicates": 100, "iterations": 500},
+    "single": {"N": 2_000_000, "N_R": 100_000, "m_R": 1000, "epochs": 100, "penalty_epochs": 50,
+               "batch": 1000, "mean_epochs": 300, "mean_penalty_epochs": 100},
+    "n": {"N": 200_000, "epochs": 300, "penalty_epochs": 50, "batch": 200},
+    "n5x": {"N": 1_000_000, "epoch_divisor": 5},
+    "sampling": {"num_samples": 10_000, "chains": 1000},
+    "abc": {"N": 1_000_000, "k": 1000},
+    "bsl": {"chains": 10, "steps": 1200, "burn_in": 200, "sims": 100},
+    "npe": {"N": 200_000, "epochs": 200, "samples": 10_000},
+    "gibbs": 100_000,
+    "fig8": {"loss1": 100_000, "lossn": 1000, "posterior": 2000},
+}
+
+#: our single-model choices beyond the paper's table sizes (see the diagnosis in the .md)
+SINGLE_OPTIONS = {"proposal_inflation": 2.0, "tempering": True, "step_size_factor": 0.1,
+                  "precondition": True, "max_steps": 20_000}
+
+
+def preconditioned_sample(sl: ScoreLangevin, num_samples: int, *, chains: int, seed: int,
+                          kappa: float = 0.1, tempering: bool = True, max_steps: int = 20_000,
+                          probes: int = 32) -> Posterior:
+    r"""Langevin on the learned posterior score with a dense linear preconditioner.
+
+    In :math:`u` the posterior is badly conditioned (the scaled logit of :math:`\theta_0` has
+    posterior sd ~0.004, the increments' logits ~1.2, and the Bernstein design correlates
+    them): with :math:`\tau = \kappa/\lambda_{\max}` the slow directions need ~1e7 steps.
+    With :math:`H` the average of :math:`-\mathrm{sym}\,\nabla_u(\text{drift})` over
+    ``probes`` draws of :math:`q` and :math:`H = V\Lambda V^\top`, the chains run in
+    :math:`v` with :math:`u = \mu + V\Lambda^{-1/2}v` (drift :math:`L^\top\nabla_u`), so
+    every direction has curvature ~1. No reflection (the box is not a box in :math:`v`).
+    """
+    from scorebayes.samplers.langevin import curvature_step_size, run_langevin
+    from scorebayes.sbi import _prior_score_graph
+
+    g = make_generator(seed, "langevin-pc")
+    space = sl.space
+    u0 = space.to_unconstrained(sl.proposal_.sample(chains, g))
+    u0 = u0[torch.isfinite(u0).all(1)]
+
+    def drift_u(u):
+        return sl.likelihood_score(u) + _prior_score_graph(space, u)
+
+    H = torch.zeros(space.dim, space.dim, dtype=torch.float64)
+    for p in u0[:probes]:
+        jac = torch.autograd.functional.jacobian(lambda v: drift_u(v[None])[0], p.clone())
+        H += -0.5 * (jac + jac.T).double() / min(probes, len(u0))
+    ev, V = torch.linalg.eigh(H)
+    ev = ev.clamp_min(max(float(ev.max()) * 1e-8, 1e-8))
+    L = V @ torch.diag(ev.rsqrt())
+    mu = u0[:probes].mean(0)
+    Linv = torch.linalg.inv(L)
+
+    def lik_v(v):
+        return sl.likelihood_score(mu + v @ L.T) @ L
+
+    def prior_v(v):
+        return space.grad_log_prob_unconstrained(mu + v @ L.T) @ L
+
+    v0 = (u0 - mu) @ Linv.T
+    est = curvature_step_size(lambda v: drift_u(mu + v @ L.T) @ L, v0[: min(16, len(v0))], kappa=kappa)
+    relax = est.relaxation_steps()
+    per_chain = -(-num_samples // len(v0))
+    burn = int(min(max(200, 5 * relax), max_steps // 2))
+    thin = int(min(max(1, relax), max(1, (max_steps - burn) // per_chain)))
+    stages = tuple(i / 10 for i in range(1, 10)) if tempering else ()
+    draws, info = run_langevin(lik_v, prior_v, v0, step_size=est.step_size, num_draws=per_chain, burn_in=burn,
+                               thin=thin, tempering=stages, steps_per_stage=max(50, int(relax)),
+                               generator=g)
+    u = mu + draws[~info.diverged].reshape(-1, space.dim) @ L.T
+    theta = space.to_constrained(u)
+    return Posterior(theta[None], sl.parameter_names or None, info={
+        "method": "score-langevin-preconditioned", "step_size": est.step_size, "step_size_c": float("nan"),
+        "burn_in": burn, "thin": thin, "edge_fraction": float("nan"), "relaxation_steps": relax,
+        "preconditioner_eigenvalues": ev.tolist()})
+
+
+# --------------------------------------------------------------------------- shared fits
+class _LocalizationCache:
+    """Reuse one localization per observed data set across the score-model fits.
+
+    ``ScoreLangevin.fit`` calls ``scorebayes.localize.localize``; within :meth:`use` that
+    call is answered from the cache when ``x_obs`` was localized before (the cost is still
+    reported once per method, as each method would pay it).
+    """
+
+    def __init__(self):
+        self.entries: list[tuple[torch.Tensor, object]] = []
+        self.original = localize_module.localize
+
+    def _cached(self, simulator, x_obs, prior, **options):
+        for x, result in self.entries:
+            if x.shape == x_obs.shape and torch.equal(x, x_obs):
+                return result
+        result = self.original(simulator, x_obs, prior, **options)
+        self.entries = [(x_obs.clone(), result)]
+        return result
+
+    @contextlib.contextmanager
+    def use(self):
+        localize_module.localize = self._cached
+        try:
+            yield
+        finally:
+            localize_module.localize = self.original
+
+
+CACHE = _LocalizationCache()
+FITTED: dict[tuple[str, int], ScoreLangevin] = {}  # (method, rep) -> fitted model (rep 0 only)
+
+
+def score_model(model, cfg: dict, *, mode: str = "single", localize: bool = True,
+                debias: str = "debias", curvature: float = 1e-3, mean_penalty: float = 1e-3,
+                n_scale: str = "n", seed: int = 0, progress: bool = False) -> ScoreLangevin:
+    """A ScoreLangevin configured from a scale dict (single- or n-model)."""
+    common = dict(localize=localize, hidden=(64, 64, 64), activation="elu", seed=seed, progress=progress,
+                  localization=dict(cfg["localization"]), parameter_names=model.parameter_names)
+    if mode == "single":
+        s = cfg["single"]
+        return ScoreLangevin(
+            model.prior, model.simulator, mode="single", num_simulations=s["N"], num_groups=s["N_R"],
+            group_size=s["m_R"], debias=debias, curvature_penalties=(curvature,),
+            mean_penalties=(mean_penalty,), proposal_inflation=SINGLE_OPTIONS["proposal_inflation"],
+            schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=s["penalty_epochs"],
+                                      batch_size=s["batch"], patience=max(10, s["epochs"] // 5)),
+            mean_schedule=TrainingSchedule(epochs=s["mean_epochs"], penalty_epochs=s["mean_penalty_epochs"],
+                                           batch_size=256, patience=max(20, s["mean_epochs"] // 5)),
+            **common)
+    s = dict(cfg["n"])
+    if n_scale == "5x":
+        s["N"] = cfg["n5x"]["N"]
+        s["epochs"] = max(1, s["epochs"] // cfg["n5x"]["epoch_divisor"])
+        s["penalty_epochs"] = max(1, s["penalty_epochs"] // cfg["n5x"]["epoch_divisor"])
+    return ScoreLangevin(
+        model.prior, model.simulator, mode="n", num_simulations=s["N"], curvature_penalties=(curvature,),
+        proposal_inflation=SINGLE_OPTIONS["proposal_inflation"],
+        schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=s["penalty_epochs"],
+                                  batch_size=s["batch"], patience=max(10, s["epochs"] // 5)),
+        **common)
+
+
+def _score_result(sl: ScoreLangevin, cfg: dict, seed: int, reference=None) -> MethodResult:
+    """Sample (preconditioned, our fix) and, for comparison, the plain ``sl.sample`` ULA."""
+    sm = cfg["sampling"]
+    plain = sl.sample(sm["num_samples"], chains=sm["chains"], tempering=SINGLE_OPTIONS["tempering"],
+                      step_size_factor=SINGLE_OPTIONS["step_size_factor"], seed=seed)
+    extra = {"plain_ula": {k: plain.info[k] for k in ("step_size_c", "burn_in", "thin", "edge_fraction")}}
+    if SINGLE_OPTIONS["precondition"]:
+        post = preconditioned_sample(sl, sm["num_samples"], chains=sm["chains"], seed=seed,
+                                     kappa=SINGLE_OPTIONS["step_size_factor"],
+                                     tempering=SINGLE_OPTIONS["tempering"], max_steps=SINGLE_OPTIONS["max_steps"])
+        if reference is not None:
+            extra["plain_ula"].update(reference(plain))
+        extra["preconditioned"] = {k: post.info[k] for k in ("burn_in", "thin", "relaxation_steps")}
+    else:
+        post = plain
+    stages = dict(sl.simulations_)
+    loc = stages.pop("localization", 0.0)
+    return MethodResult(post, cost=float(sum(stages.values())), cost_localization=float(loc), extra=extra)
+
+
+def make_methods(model, cfg: dict, progress: bool, refs=None) -> dict:
+    """``{method: fn(x_obs, seed) -> MethodResult}`` of Table 2."""
+
+    def fit(key: str, x_obs, seed: int, **kw) -> ScoreLangevin:
+        with CACHE.use():
+            sl = score_model(model, cfg, seed=seed, progress=progress, **kw).fit(x_obs)
+        if not FITTED or all(k[0] != key for k in FITTED):
+            FITTED[(key, 0)] = sl  # the first repetition's fits serve the figures
+        return sl
+
+    def reference(x_obs):
+        if refs is None:
+            return None
+        return lambda post: {k: v for k, v in model.table2_metrics(post, refs.for_x(x_obs)).items()}
+
+    def single(x_obs, seed):
+        return _score_result(fit("single-model", x_obs, seed), cfg, seed, reference(x_obs))
+
+    def n_model(x_obs, seed):
+        return _score_result(fit("n-model", x_obs, seed, mode="n", curvature=1.0), cfg, seed, reference(x_obs))
+
+    def n_model_5x(x_obs, seed):
+        return _score_result(fit("n-model-5x", x_obs, seed, mode="n", curvature=1.0, n_scale="5x"), cfg, seed,
+                             reference(x_obs))
+
+    def proposal_for(x_obs, seed):
+        with CACHE.use():
+            loc = localize_module.localize(model.simulator, x_obs, model.prior, seed=seed,
+                                           **cfg["localization"])
+        from scorebayes.proposal import GaussianProposal
+        from scorebayes.priors import ParameterSpace
+        q = GaussianProposal(ParameterSpace(model.prior), loc.proposal.mean,
+                             loc.proposal.sd * SINGLE_OPTIONS["proposal_inflation"])
+        return q, float(loc.simulations)
+
+    def abc(x_obs, seed):
+        q, loc = proposal_for(x_obs, seed)
+        a = cfg["abc"]
+        post = abc_w1(x_obs, model.prior, simulator=model.simulator, num_simulations=a["N"], sampler=q,
+                      k=a["k"], names=model.parameter_names, generator=make_generator(seed, "abc"))
+        return MethodResult(post, cost=float(a["N"]), cost_localization=loc, extra={"ess": post.info.get("ess")})
+
+    def bsl_fn(x_obs, seed):
+        q, loc = proposal_for(x_obs, seed)
+        b = cfg["bsl"]
+        post = bsl(x_obs, model.simulator, model.prior, summary=model.summary_fn, num_chains=b["chains"],
+                   num_steps=b["steps"], burn_in=b["burn_in"], num_sims=b["sims"], sampler=q,
+                   names=model.parameter_names, generator=make_generator(seed, "bsl"))
+        return MethodResult(post, cost=float(b["chains"] * b["steps"] * b["sims"]), cost_localization=loc)
+
+    def npe_fn(x_obs, seed):
+        q, loc = proposal_for(x_obs, seed)
+        c = cfg["npe"]
+        post = npe(x_obs, model.prior, simulator=model.simulator, num_simulations=c["N"], sampler=q,
+                   summary=model.summary_fn, num_samples=c["samples"], max_epochs=c["epochs"],
+                   names=model.parameter_names, generator=make_generator(seed, "npe"))
+        return MethodResult(post, cost=float(c["N"]), cost_localization=loc, extra={"ess": post.info.get("ess")})
+
+    return {"single-model": single, "n-model": n_model, "n-model-5x": n_model_5x, "abc": abc,
+            "bsl": bsl_fn, "npe": npe_fn}
+
+
+# ------------------------------------------------------------------------- Table 2
+class References:
+    """Gibbs reference posterior per repetition (cached)."""
+
+    def __init__(self, model, num: int, seed: int):
+        self.model, self.num, self.seed, self.cache = model, num, seed, {}
+
+    def __call__(self, rep: int, x_obs) -> Posterior:
+        if rep not in self.cache:
+            self.cache = {rep: self.model.reference_posterior(
+                x_obs, self.num, make_generator(self.seed, "gibbs", rep))}
+            self.observed = {rep: x_obs}
+        return self.cache[rep]
+
+    def for_x(self, x_obs) -> Posterior:
+        """The reference of the repetition whose observed data are ``x_obs`` (computed if new)."""
+        for rep, x in getattr(self, "observed", {}).items():
+            if torch.equal(x, x_obs):
+                return self.cache[rep]
+        for rep in range(10_000):  # find the repetition index of x_obs
+            if torch.equal(self.model.observed(make_generator(self.seed, "observed", rep)), x_obs):
+                return self(rep, x_obs)
+        raise ValueError("x_obs is not one of the benchmark's observed data sets")
+
+
+def table2_record(model, refs: References):
+    """``record_fn`` of run_repetitions: KS, W1, band coverage/width (+ the band for Fig. 4)."""
+
+    def record(method, post, x_obs, rep):
+        ref = refs(rep, x_obs)
+        m = model.table2_metrics(post, ref)
+        out = {"ks": m["ks"], "w1": m["w1"], "coverage_fn": m["cover95"], "ci_width_fn": m["ci95_width"]}
+        fitted = FITTED.get((method, 0))
+        if rep == 0 and fitted is not None:
+            out["score_diagnosis"] = score_diagnosis(model, fitted, ref, x_obs)
+        if rep == 0:
+            f = model.regression_function(post.draws.reshape(-1, model.dim))
+            w = None if post.weights is None else post.weights.reshape(-1)
+            low, high = metrics.credible_interval(f, w)
+            out["band"] = [low.tolist(), high.tolist()]
+        return out
+
+    return record
+
+
+def score_diagnosis(model, sl: ScoreLangevin, ref: Posterior, x_obs, num: int = 500) -> dict:
+    r"""Learned vs true likelihood score (in ``u``) at exact posterior draws.
+
+    With :math:`e(u) = \hat s(u) - s^*(u)` and :math:`\Sigma_u` the posterior covariance of
+    ``u``, :math:`\bar e^\top\Sigma_u\bar e` is the squared posterior-sd shift a constant
+    score error :math:`\bar e` causes (``shift2``); the mean of :math:`e^\top\Sigma_u e` minus
+    it is the part that varies over the posterior (``vary2``); both for the debiased score and
+    the raw score net (no :math:`h_\psi`).
+    """
+    draws = ref.draws.reshape(-1, model.dim)[:num]
+    u = sl.space.to_unconstrained(draws)
+    u = u[torch.isfinite(u).all(1)]
+    true = u_true_score(model, sl.space)(u, x_obs[None].expand(len(u), -1, -1))
+    cov = torch.cov(u.T)
+    out = {"true_norm2": float((true ** 2).sum(1).mean())}
+    with torch.no_grad():
+        raw = sl.score_net_.sum_over_observations(u.float(), x_obs.float()).double()
+        variants = {"debiased": sl.likelihood_score(u), "raw": raw}
+    for key, est in variants.items():
+        e = est - true
+        eb = e.mean(0)
+        total = float(((e @ cov) * e).sum(1).mean())
+        out[key] = {"err_norm2": float((e ** 2).sum(1).mean()), "shift2": float(eb @ cov @ eb),
+                    "vary2": total - float(eb @ cov @ eb)}
+    return out
+
+
+def gibbs_row(model, refs: References, x_obs) -> dict:
+    ref = refs(0, x_obs)
+    f = model.regression_function(ref.draws.reshape(-1, model.dim))
+    band = metrics.band_coverage(f, model.true_function(model.grid))
+    low, high = metrics.credible_interval(f)
+    return {"coverage": band["coverage"], "ci_width": band["width"], "band": [low.tolist(), high.tolist()]}
+
+
+def summarise_table2(records: list[dict], reps: int) -> dict:
+    out = {}
+    for method in dict.fromkeys(r["method"] for r in records):
+        rows = [r for r in records if r["method"] == method and r["rep"] < reps]
+        ddof = 1 if len(rows) > 1 else 0
+        row = {"cost": float(np.mean([r["cost"] for r in rows])),
+               "cost_localization": float(np.mean([r["cost_localization"] for r in rows])),
+               "seconds": float(np.mean([r["seconds"] for r in rows])), "reps": len(rows)}
+        for key, src in (("ks", "ks"), ("w1", "w1"), ("coverage", "coverage_fn"), ("ci_width", "ci_width_fn")):
+            vals = np.array([r[src] for r in rows], dtype=float)
+            row[key], row[key + "_sd"] = float(vals.mean()), float(vals.std(ddof=ddof))
+        out[method] = row
+    return out
+
+
+def figure4(model, records: list[dict], gibbs: dict, path: Path) -> None:
+    plt = pyplot()
+    grid = model.grid.numpy()
+    rows = [r for r in records if r["rep"] == 0 and "band" in r]
+    fig, axes = plt.subplots(1, max(1, len(rows)), figsize=(3.2 * max(1, len(rows)), 3.0), sharey=True,
+                             squeeze=False)
+    truth = model.true_function(model.grid).numpy()
+    for ax, r in zip(axes[0], rows):
+        ax.fill_between(grid, *gibbs["band"], color="0.75", label="Gibbs 95%")
+        ax.plot(grid, r["band"][0], "C0", lw=1, label=r["method"])
+        ax.plot(grid, r["band"][1], "C0", lw=1)
+        ax.plot(grid, truth, "k--", lw=0.8, label="tanh(4x+2)")
+        ax.set_title(r["method"])
+        ax.set_xlabel("x")
+    axes[0][0].set_ylabel("B_M(x)")
+    axes[0][0].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------- Fig. 1
+def theta_score(sl: ScoreLangevin, theta: torch.Tensor, x_obs: torch.Tensor) -> torch.Tensor:
+    r"""Learned likelihood score in :math:`\theta` coordinates, ``theta [B, d] -> [B, d]``.
+
+    The network gives :math:`\nabla_u = J^\top\nabla_\theta` with a diagonal Jacobian
+    :math:`J = \partial\theta/\partial u`; dividing by it returns :math:`\nabla_\theta`.
+    """
+    u = sl.space.to_unconstrained(theta).requires_grad_(True)
+    th = sl.space.to_constrained(u)
+    jac = torch.autograd.grad(th.sum(), u)[0]
+    with torch.no_grad():
+        return sl.likelihood_score(u.detach(), x_obs) / jac
+
+
+def figure1(model, x_obs, sl_q: ScoreLangevin, sl_prior: ScoreLangevin, ref: Posterior, path: Path) -> None:
+    plt = pyplot()
+    draws = ref.draws.reshape(-1, model.dim)
+    center = draws.mean(0)
+    lo = torch.quantile(draws[:, :2], 0.005, dim=0)
+    hi = torch.quantile(draws[:, :2], 0.995, dim=0)
+    pad = 0.5 * (hi - lo)
+    lo, hi = lo - pad, hi + pad
+    lo[1] = max(float(lo[1]), 1e-4)
+    g0, g1 = torch.linspace(float(lo[0]), float(hi[0]), 60), torch.linspace(float(lo[1]), float(hi[1]), 60)
+    T0, T1 = torch.meshgrid(g0.double(), g1.double(), indexing="xy")
+    theta = center.repeat(T0.numel(), 1)
+    theta[:, 0], theta[:, 1] = T0.reshape(-1), T1.reshape(-1)
+    Q, b = model.posterior_parameters(x_obs)
+    logp = -0.5 * ((theta @ Q) * theta).sum(1) + theta @ b
+    dens = torch.exp(logp - logp.max()).reshape(T0.shape)
+    ci, cj = torch.linspace(0, 59, 12).long(), torch.linspace(0, 59, 12).long()
+    sub = theta.reshape(60, 60, -1)[ci][:, cj].reshape(-1, model.dim)
+    scores = {"estimated from q": theta_score(sl_q, sub, x_obs),
+              "true likelihood": model.true_score(sub, x_obs[None].expand(len(sub), -1, -1)),
+              "estimated from prior": theta_score(sl_prior, sub, x_obs)}
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.4), sharey=True)
+    scale = (hi - lo).double()
+    for ax, (title, s) in zip(axes, scores.items()):
+        ax.contourf(T0.numpy(), T1.numpy(), dens.numpy(), levels=20, cmap="viridis")
+        v = s[:, :2] * scale  # directions in plot-relative units
+        v = v / v.norm(dim=1, keepdim=True).clamp_min(1e-12)
+        ax.quiver(sub[:, 0].numpy(), sub[:, 1].numpy(), (v[:, 0] * scale[0]).numpy(),
+                  (v[:, 1] * scale[1]).numpy(), color="w", angles="xy", scale=25, width=0.004)
+        ax.set_title(title)
+        ax.set_xlabel("theta0")
+    axes[0].set_ylabel("theta1")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------- Fig. 8
+VARIANTS = {
+    "1-model": dict(mode="single", debias="none", curvature=0.0),
+    "1-model-C": dict(mode="single", debias="none", curvature=1e-3),
+    "1-model-D": dict(mode="single", debias="debias", curvature=0.0),
+    "1-model-DC": dict(mode="single", debias="debias", curvature=1e-3),
+    "n-model": dict(mode="n", curvature=0.0),
+    "n-model-C": dict(mode="n", curvature=1.0),
+    "n-model-C5": dict(mode="n", curvature=1.0, n_scale="5x"),
+}
+
+
+def u_score_fn(sl: ScoreLangevin):
+    """Full-data learned score in ``u``: ``(u [B, d], x [B, n, p]) -> [B, d]``."""
+
+    def fn(u, x):
+        with torch.no_grad():
+            s = sl.score_net_(u.float()[:, None, :], x.float()).sum(1).double()
+            if sl.mean_net_ is not None:
+                s = s - x.shape[1] * sl.mean_net_(u.float()).double()
+        return s
+
+    return fn
+
+
+def u_true_score(model, space):
+    def fn(u, x):
+        return space.pushforward_score(u, model.true_score(space.to_constrained(u), x))
+
+    return fn
+
+
+def score_losses(model, cfg: dict, x_obs, ref: Posterior, seed: int, progress: bool) -> dict:
+    """The three App. C.2.3 losses of every variant (one observed data set)."""
+    out = {}
+    sizes = cfg["fig8"]
+    for name, kw in VARIANTS.items():
+        t0 = time.perf_counter()
+        with CACHE.use():
+            sl = score_model(model, cfg, seed=seed, progress=progress, **kw).fit(x_obs)
+        q, space = sl.proposal_, sl.space
+        truth = u_true_score(model, space)
+        est = u_score_fn(sl)
+        g = make_generator(seed, "fig8-loss")
+        th1 = q.sample(sizes["loss1"], g)
+        x1 = model.simulator(th1, 1, g)[:, 0]
+        thn = q.sample(sizes["lossn"], g)
+        xn = model.simulator(thn, model.n_obs, g)
+        post = ref.draws.reshape(-1, model.dim)
+        post = post[torch.randperm(len(post), generator=g)[: sizes["posterior"]]]
+        u1, un, up = (space.to_unconstrained(t) for t in (th1, thn, post))
+        keep = [torch.isfinite(u).all(1) for u in (u1, un, up)]
+        out[name] = {
+            "loss-1": metrics.loss_one(est, truth, u1[keep[0]], x1[keep[0]]),
+            "loss-n": metrics.loss_n(est, truth, un[keep[1]], xn[keep[1]], batch_size=10),
+            "loss-n-posterior": metrics.loss_n_posterior(est, truth, up[keep[2]], x_obs, batch_size=50),
+            "cost": float(sum(v for k, v in sl.simulations_.items() if k != "localization")),
+            "seconds": time.perf_counter() - t0,
+        }
+        if progress:
+            print(f"[fig8] {name}: {out[name]}", flush=True)
+    return out
+
+
+def figure8(losses: list[dict], path: Path) -> None:
+    plt = pyplot()
+    names = list(VARIANTS)
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
+    for ax, key in zip(axes, ("loss-1", "loss-n", "loss-n-posterior")):
+        data = [[rep[n][key] for rep in losses] for n in names]
+        ax.boxplot(data, labels=names)
+        ax.set_yscale("log")
+        ax.set_title(key)
+        ax.tick_params(axis="x", rotation=60, labelsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------- output
+def _f(v, digits=3):
+    if v is None:
+        return "-"
+    return f"{v:.{digits}g}" if abs(v) < 1e-2 or abs(v) >= 1e3 else f"{v:.{digits}f}"
+
+
+def write_outputs(args, cfg_name: str, table: dict, gibbs: dict | None, fig8: list[dict] | None,
+                  seconds: float, figures: list[str], notes: list[str]) -> None:
+    record = {"name": NAME, "command": command_line(NAME), "reps": args.reps, "methods": table,
+              "machine": machine(), "seconds": seconds, "scale": cfg_name,
+              "single_model_options": SINGLE_OPTIONS}
+    if gibbs is not None:
+        record["gibbs"] = {k: v for k, v in gibbs.items() if k != "band"}
+    if fig8:
+        record["fig8"] = fig8
+    (RESULTS / f"{NAME}.json").write_text(json.dumps(record, indent=2, default=float))
+    lines = [f"# {NAME}", "", f"Command: `{record['command']}`  ", f"Repetitions: {args.reps}  ",
+             f"Scale: {cfg_name}  ", f"Total wall-clock: {seconds:.0f} s  ", f"Machine: {record['machine']}", "",
+             "## Table 2 (W1 in function units; the paper prints W1 x 100) and Table 5 (cost)", "",
+             "| method | source | KS | W1 | Cover95 | CI95 width | cost | localization | seconds |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for m, row in table.items():
+        lines.append(f"| {m} | ours | {_f(row['ks'])} ({_f(row['ks_sd'], 2)}) | {_f(row['w1'])} "
+                     f"({_f(row['w1_sd'], 2)}) | {_f(row['coverage'])} | {_f(row['ci_width'])} | "
+                     f"{_f(row['cost'])} | {_f(row['cost_localization'])} | {row['seconds']:.0f} |")
+        if m in PAPER:
+            p = PAPER[m]
+            lines.append(f"| {m} | paper | {_f(p[0])} | {_f(p[1])} | {_f(p[2])} | {_f(p[3])} | "
+                         f"{_f(PAPER_COST.get(m))} | {_f(PAPER_COST['localization'])} | - |")
+    if gibbs is not None:
+        lines.append(f"| gibbs (truth) | ours | - | - | {_f(gibbs['coverage'])} | {_f(gibbs['ci_width'])} | - | - | - |")
+        lines.append("| gibbs (truth) | paper | - | - | 0.965 | 0.035 | - | - | - |")
+    if fig8:
+        lines += ["", "## Fig. 8: score losses in u-coordinates (mean over repetitions)", "",
+                  "| variant | loss-1 | loss-n | loss-n-posterior | cost |", "|---|---|---|---|---|"]
+        for name in VARIANTS:
+            vals = {k: np.mean([rep[name][k] for rep in fig8]) for k in ("loss-1", "loss-n", "loss-n-posterior", "cost")}
+            lines.append(f"| {name} | {_f(vals['loss-1'])} | {_f(vals['loss-n'])} | "
+                         f"{_f(vals['loss-n-posterior'])} | {_f(vals['cost'])} |")
+    if notes:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
+    if figures:
+        lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
+    (RESULTS / f"{NAME}.md").write_text("\n".join(lines) + "\n")
+
+
+NOTES = [
+    "KS/W1: per grid point between our posterior of B_M(x) and the Gibbs posterior, averaged over the "
+    "101 points and the repetitions (SD over repetitions in parentheses).",
+    "Coverage/width: pointwise equal-tailed 95% band of B_M(x) against tanh(4x+2), grid-averaged.",
+    "Costs in data sets of size n = 1000: single-model N/n + N_R m_R/n; localization separately; "
+    "ABC/BSL/NPE draw from the localized q (inflated x2, as the score models) and are reweighted by pi/q.",
+    "Coverage target [0.94, 0.99] vs the exact posterior: our Gibbs reference (validated against rejection "
+    "sampling in tests/models; a 10x longer burn-in gives KS 0.019 to it, i.e. Monte Carlo noise) has band "
+    "coverage 0.67 on average (0.45-0.88 over 6 data sets) and width 0.017, not the paper's 0.965/0.035. "
+    "The misses sit at x ~ 0.1-0.25 and near x = 1, where the Bernstein fit of tanh(4x+2) is worst and "
+    "where several pseudo-true increments are exactly 0 (on the prior boundary, which an equal-tailed "
+    "interval of a truncated posterior cannot contain). The untruncated normal's band is 0.041 wide. A "
+    "correct posterior therefore cannot meet the coverage target; KS/W1 to the Gibbs posterior measure "
+    "accuracy.",
+    "Sampler diagnosis (true score, 200 chains): plain ULA in u with tau = 0.1/lambda_max reaches only KS "
+    "0.17-0.18, W1 0.0030-0.0035 against Gibbs after 2,000-20,000 steps: in u the posterior curvature "
+    "spans 0.58 to 5.8e5 (theta0's scaled logit has posterior sd 0.004, the increments' logits ~1.2), so "
+    "the slow directions need ~1e7 steps. With the dense preconditioner of preconditioned_sample (u = mu + "
+    "V Lambda^-1/2 v from the averaged drift Jacobian) the same true score gives KS 0.023-0.029, W1 "
+    "0.0002, coverage 0.64 (= Gibbs) in 2,000 steps. The single-model rows use that sampler; "
+    "extra.plain_ula in the partial records holds the plain sl.sample() metrics of the same fit.",
+]
+
+
+def main(argv=None) -> None:
+    import argparse
+
+    extra = argparse.ArgumentParser(add_help=False)
+    extra.add_argument("--parts", default="table,fig1", help="comma-separated subset of " + ",".join(PARTS))
+    known, rest = extra.parse_known_args(argv)
+    args = parse_args(__doc__.splitlines()[0], 3, METHODS, rest)
+    parts = [p.strip() for p in known.parts.split(",") if p.strip()]
+    if any(p not in PARTS for p in parts):
+        raise SystemExit(f"--parts must be a subset of {PARTS}, got {parts}")
+    cfg, cfg_name = (FULL, "full (paper, App. C.2.2)") if args.full else (SMALL, "small (module docstring)")
+    progress = not args.quiet
+    model = get_model("monotone")
+    refs = References(model, cfg["gibbs"], args.seed)
+    start = time.perf_counter()
+    methods = {m: fn for m, fn in make_methods(model, cfg, False, refs).items() if m in args.methods}
+    x0 = model.observed(make_generator(args.seed, "observed", 0))
+    table, gibbs, figures, fig8 = {}, None, [], None
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    if "table" in parts:
+        records = run_repetitions(NAME, model, methods, reps=args.reps, seed=args.seed, fresh=args.fresh,
+                                  progress=progress, record_fn=table2_record(model, refs))
+        table = summarise_table2(records, args.reps)
+        gibbs = gibbs_row(model, refs, x0)
+        figure4(model, records, gibbs, RESULTS / "monotone_fig4.png")
+        figures.append("monotone_fig4.png")
+    if "fig1" in parts:
+        sl_q = FITTED.get(("single-model", 0))
+        with CACHE.use():
+            if sl_q is None:
+                sl_q = score_model(model, cfg, seed=args.seed).fit(x0)
+            sl_p = score_model(model, cfg, seed=args.seed, localize=False).fit(x0)
+        figure1(model, x0, sl_q, sl_p, refs(0, x0), RESULTS / "monotone_fig1.png")
+        figures.append("monotone_fig1.png")
+    if "fig8" in parts:
+        fig8 = []
+        for r in range(args.reps):
+            x_obs = model.observed(make_generator(args.seed, "observed", r))
+            fig8.append(score_losses(model, cfg, x_obs, refs(r, x_obs), args.seed + r, progress))
+        figure8(fig8, RESULTS / "monotone_fig8.png")
+        figures.append("monotone_fig8.png")
+    if not table and (RESULTS / f"{NAME}.json").exists():  # keep an earlier Table 2
+        old = json.loads((RESULTS / f"{NAME}.json").read_text())
+        table, gibbs = old.get("methods", {}), old.get("gibbs")
+        fig8 = fig8 or old.get("fig8")
+    write_outputs(args, cfg_name, table, gibbs, fig8, time.perf_counter() - start, figures, NOTES)
+    print(f"wrote {RESULTS / (NAME + '.json')}")
+
+
+if __name__ == "__main__":
+    main()

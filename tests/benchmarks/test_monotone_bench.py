@@ -1,0 +1,44 @@
+"""Fast checks of the monotone benchmark's bookkeeping (no fitting)."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location("monotone_bench", BENCH / "monotone.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_table2_summary_layout(bench):
+    records = [{"method": "single-model", "rep": r, "cost": 100.0, "cost_localization": 6.0, "seconds": 1.0,
+                "ks": 0.1 * (r + 1), "w1": 0.002, "coverage_fn": 0.9, "ci_width_fn": 0.02} for r in range(3)]
+    out = bench.summarise_table2(records, reps=2)
+    row = out["single-model"]
+    assert row["reps"] == 2
+    assert row["ks"] == pytest.approx(0.15) and row["ks_sd"] == pytest.approx(0.0707, abs=1e-3)
+    assert {"cost", "seconds", "ks", "w1", "coverage", "ci_width"} <= set(row)
+
+
+def test_localization_cache_patches_and_restores(bench):
+    import scorebayes.localize as loc
+
+    calls = []
+    cache = bench._LocalizationCache()
+    cache.original = lambda sim, x, prior, **kw: calls.append(1) or "result"
+    x = torch.zeros(3, 2)
+    with cache.use():
+        assert loc.localize(None, x, None) == "result"
+        assert loc.localize(None, x.clone(), None) == "result"
+        assert loc.localize(None, x + 1, None) == "result"
+    assert len(calls) == 2  # the second call on the same data was cached
+    assert loc.localize is not cache._cached
