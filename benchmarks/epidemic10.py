@@ -48,15 +48,7 @@ TABLE6 = {
 }
 COST8 = {"abc": 2e4, "bsl": 2e6, "npe": 2e4, "gaussian-npe": 2e4, "n-model": 2e4, "localization": 1e4}
 
-SMALL = {
-    "reps": 5,
-    "n": {"N": 2_000, "epochs": 30, "batch": 5, "samples": 1_000, "max_steps": 2_000},
-    "abc": {"N": 8_000, "k": 100},
-    "bsl": {"chains": 4, "length": 300, "burn_in": 100, "sims": 50},
-    "npe": {"N": 2_000, "samples": 2_000, "epochs": 200},
-    "gnpe": {"N": 8_000, "samples": 5_000, "epochs": 300},
-    "localization": {"replicates": 20, "iterations": 100, "lr": 1e-1},
-}
+SMALL = {**epidemic5.SMALL, "reps": 5}  # setting 1's small scale, fewer repetitions
 FULL = {
     "reps": 50,
     "n": {"N": 20_000, "epochs": 100, "batch": 5, "samples": 10_000, "max_steps": 20_000},
