@@ -101,61 +101,17 @@ SINGLE_OPTIONS = {"proposal_inflation": 2.0, "tempering": True, "step_size_facto
 
 
 def preconditioned_sample(sl: ScoreLangevin, num_samples: int, *, chains: int, seed: int,
-                          kappa: float = 0.1, tempering: bool = True, max_steps: int = 20_000,
-                          probes: int = 32) -> Posterior:
-    r"""Langevin on the learned posterior score with a dense linear preconditioner.
+                          kappa: float = 0.1, tempering: bool = True, max_steps: int = 20_000) -> Posterior:
+    r"""Langevin on the learned posterior score with the dense preconditioner.
 
     In :math:`u` the posterior is badly conditioned (the scaled logit of :math:`\theta_0` has
     posterior sd ~0.004, the increments' logits ~1.2, and the Bernstein design correlates
     them): with :math:`\tau = \kappa/\lambda_{\max}` the slow directions need ~1e7 steps.
-    With :math:`H` the average of :math:`-\mathrm{sym}\,\nabla_u(\text{drift})` over
-    ``probes`` draws of :math:`q` and :math:`H = V\Lambda V^\top`, the chains run in
-    :math:`v` with :math:`u = \mu + V\Lambda^{-1/2}v` (drift :math:`L^\top\nabla_u`), so
-    every direction has curvature ~1. No reflection (the box is not a box in :math:`v`).
+    ``ScoreLangevin.sample(precondition="dense")`` whitens them (KS 0.17 -> 0.03 with the true
+    score, see the module notes).
     """
-    from scorebayes.samplers.langevin import curvature_step_size, run_langevin
-    from scorebayes.sbi import _prior_score_graph
-
-    g = make_generator(seed, "langevin-pc")
-    space = sl.space
-    u0 = space.to_unconstrained(sl.proposal_.sample(chains, g))
-    u0 = u0[torch.isfinite(u0).all(1)]
-
-    def drift_u(u):
-        return sl.likelihood_score(u) + _prior_score_graph(space, u)
-
-    H = torch.zeros(space.dim, space.dim, dtype=torch.float64)
-    for p in u0[:probes]:
-        jac = torch.autograd.functional.jacobian(lambda v: drift_u(v[None])[0], p.clone())
-        H += -0.5 * (jac + jac.T).double() / min(probes, len(u0))
-    ev, V = torch.linalg.eigh(H)
-    ev = ev.clamp_min(max(float(ev.max()) * 1e-8, 1e-8))
-    L = V @ torch.diag(ev.rsqrt())
-    mu = u0[:probes].mean(0)
-    Linv = torch.linalg.inv(L)
-
-    def lik_v(v):
-        return sl.likelihood_score(mu + v @ L.T) @ L
-
-    def prior_v(v):
-        return space.grad_log_prob_unconstrained(mu + v @ L.T) @ L
-
-    v0 = (u0 - mu) @ Linv.T
-    est = curvature_step_size(lambda v: drift_u(mu + v @ L.T) @ L, v0[: min(16, len(v0))], kappa=kappa)
-    relax = est.relaxation_steps()
-    per_chain = -(-num_samples // len(v0))
-    burn = int(min(max(200, 5 * relax), max_steps // 2))
-    thin = int(min(max(1, relax), max(1, (max_steps - burn) // per_chain)))
-    stages = tuple(i / 10 for i in range(1, 10)) if tempering else ()
-    draws, info = run_langevin(lik_v, prior_v, v0, step_size=est.step_size, num_draws=per_chain, burn_in=burn,
-                               thin=thin, tempering=stages, steps_per_stage=max(50, int(relax)),
-                               generator=g)
-    u = mu + draws[~info.diverged].reshape(-1, space.dim) @ L.T
-    theta = space.to_constrained(u)
-    return Posterior(theta[None], sl.parameter_names or None, info={
-        "method": "score-langevin-preconditioned", "step_size": est.step_size, "step_size_c": float("nan"),
-        "burn_in": burn, "thin": thin, "edge_fraction": float("nan"), "relaxation_steps": relax,
-        "preconditioner_eigenvalues": ev.tolist()})
+    return sl.sample(num_samples, chains=chains, seed=seed, step_size_factor=kappa, tempering=tempering,
+                     max_steps=max_steps, precondition="dense")
 
 
 # --------------------------------------------------------------------------- shared fits

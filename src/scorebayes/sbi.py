@@ -57,7 +57,7 @@ from .parallel import derive_seed, make_generator
 from .posterior import Posterior
 from .priors import ParameterSpace
 from .proposal import GaussianProposal, PriorSampler
-from .samplers.langevin import curvature_step_size, run_langevin
+from .samplers.langevin import curvature_step_size, dense_preconditioner, run_langevin
 from .scores.networks import CrossFitMean, MeanNet, ScoreNet
 from .scores.training import (TrainingSchedule, checkpointing, fit_mean_network, fit_score_network,
                                split_indices)
@@ -470,6 +470,7 @@ class ScoreLangevin:
         clip_norm: float | None = None,
         max_steps: int = 20_000,
         compile_drift: bool = False,
+        precondition: str | None = None,
         seed: int | None = None,
     ) -> Posterior:
         r"""Run Langevin chains on the learned posterior score and return a :class:`Posterior`.
@@ -488,12 +489,19 @@ class ScoreLangevin:
             init: ``"proposal"`` (:math:`q`, or the prior without localization) or ``"prior"``.
             clip_norm: clip the learned likelihood score to this norm.
             compile_drift: evaluate the drift through ``torch.compile`` (faster for long runs).
+            precondition: ``"dense"`` runs the chains in whitened coordinates
+                :math:`u = c + Lv` from the drift's average curvature
+                (:func:`~scorebayes.samplers.langevin.dense_preconditioner`): needed when
+                parameters are identified at very different precisions (the automatic step is
+                set by the stiffest direction). The training-region reflection is then off.
         """
         self._check_fitted()
         if num_samples < 1:
             raise ValueError("num_samples must be >= 1")
         if init not in ("proposal", "prior"):
             raise ValueError("init must be 'proposal' or 'prior'")
+        if precondition not in (None, "dense"):
+            raise ValueError(f"precondition must be None or 'dense', got {precondition!r}")
         seed = self.seed if seed is None else seed
         saved_as = self._samples_name(dict(locals()))
         if saved_as is not None and self.store.is_done(saved_as):
@@ -523,10 +531,34 @@ class ScoreLangevin:
                 return self.likelihood_score(u, x_copy, compiled=compile_drift)
 
             prior_score = self.space.grad_log_prob_unconstrained
+
+            def drift_graph(u: Tensor, lik: Callable = lik) -> Tensor:
+                return lik(u) + _prior_score_graph(self.space, u)
+
+            chain_bounds, to_u = bounds, (lambda w: w)
+            if precondition == "dense":  # chains in v, u = c + L v
+                center, L = dense_preconditioner(drift_graph, u0[: min(32, len(u0))])
+                u_lik, u_prior, u_drift = lik, prior_score, drift_graph
+
+                def to_u(v: Tensor, center: Tensor = center, L: Tensor = L) -> Tensor:
+                    return center + v @ L.T
+
+                def lik(v: Tensor, u_lik: Callable = u_lik, to_u: Callable = to_u, L: Tensor = L) -> Tensor:
+                    return u_lik(to_u(v)) @ L
+
+                def prior_score(v: Tensor, u_prior: Callable = u_prior, to_u: Callable = to_u,
+                                L: Tensor = L) -> Tensor:
+                    return u_prior(to_u(v)) @ L
+
+                def drift_graph(v: Tensor, u_drift: Callable = u_drift, to_u: Callable = to_u,
+                                L: Tensor = L) -> Tensor:
+                    return u_drift(to_u(v)) @ L
+
+                u0 = torch.linalg.solve(L, (u0 - center).T).T
+                chain_bounds = None
             if step_size == "auto":
                 probes = u0[: min(16, len(u0))]
-                est = curvature_step_size(lambda u: lik(u) + _prior_score_graph(self.space, u), probes,
-                                          kappa=step_size_factor)
+                est = curvature_step_size(drift_graph, probes, kappa=step_size_factor)
                 tau, relax = est.step_size, est.relaxation_steps()
             else:
                 tau, relax = float(step_size), 1.0
@@ -536,9 +568,9 @@ class ScoreLangevin:
             n_stage = int(max(50, math.ceil(relax))) if steps_per_stage == "auto" else int(steps_per_stage)
             draws, info = run_langevin(lik, prior_score, u0, step_size=tau, num_draws=draws_per_chain,
                                        burn_in=n_burn, thin=n_thin, tempering=stages,
-                                       steps_per_stage=n_stage, clip_norm=clip_norm, bounds=bounds,
+                                       steps_per_stage=n_stage, clip_norm=clip_norm, bounds=chain_bounds,
                                        generator=g, progress=self.progress)
-            results.append(draws[~info.diverged])
+            results.append(to_u(draws[~info.diverged]))
             infos.append(info)
         u_draws = torch.cat(results, 0)
         edge = ((u_draws - low) < 0.02 * (high - low)) | ((high - u_draws) < 0.02 * (high - low))
@@ -562,6 +594,7 @@ class ScoreLangevin:
             "chains": int(u_draws.shape[0]),
             "diverged_chains": int(sum(int(i.diverged.sum()) for i in infos)),
             "edge_fraction": edge_fraction,
+            "precondition": precondition,
             "curvature_penalty": self.fit_report_.penalty,
             "mean_penalty": getattr(self, "mean_report_", None) and self.mean_report_.penalty,
         }
