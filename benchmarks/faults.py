@@ -26,6 +26,7 @@ from scorebayes.config import load_callable
 from scorebayes.parallel import make_executor
 from scorebayes.priors import independent
 from scorebayes.proposal import PriorSampler
+from scorebayes.baselines import bsl
 from scorebayes.tables import simulate_table
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -79,6 +80,26 @@ mean_penalties = [0.0]
 schedule = { epochs = 15, patience = 100 }
 mean_schedule = { epochs = 3 }
 num_samples = 200
+'''
+
+BSL_CONFIG = '''
+method = "bsl"
+seed = 3
+[model]
+simulator = "sims.py:slow"
+[[prior]]
+dist = "normal"
+loc = 0.0
+scale = 5.0
+[data]
+true_parameters = [1.0]
+n = 30
+[options]
+num_chains = 4
+num_steps = 80
+burn_in = 20
+num_sims = 20
+checkpoint_every = 10
 '''
 
 
@@ -153,6 +174,19 @@ def main(argv=None):
                                     "random transient OSError (30% per single-row try)", num,
                                     on_simulator_error=mode, retries=5,
                                     max_failure_fraction=0.5)[0])
+        start = time.perf_counter()
+        x_obs = sims["clean"](torch.tensor([[1.0]], dtype=F64), 30, torch.Generator().manual_seed(0))[0]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            post = bsl(x_obs, sims["raises"], _sampler().prior, num_chains=4, num_steps=300,
+                       burn_in=100, num_sims=20, generator=torch.Generator().manual_seed(1),
+                       on_simulator_error="skip", max_failure_fraction=0.5)
+        rows.append({"scenario": "bsl/raises-skip", "injected": "raises for theta > 2 (prior "
+                     "N(0, 1) start, data at theta = 1)", "outcome":
+                     f"failed proposals {post.info['failed_simulations']} of {4 * 300}, rejected; "
+                     f"max draw {float(post.samples.max()):.2f} (<= 2); bias warning: "
+                     f"{any('biased' in str(w.message) for w in caught)}",
+                     "seconds": round(time.perf_counter() - start, 2)})
         for kind in ("processes", "dask"):
             start = time.perf_counter()
             with make_executor(kind, workers=2) as ex:
@@ -192,6 +226,28 @@ def main(argv=None):
                                     f"{summary['simulations']:.0f} simulations; samples.csv "
                                     f"bit-identical: {same}",
                          "seconds": round(time.perf_counter() - start, 2)})
+        start = time.perf_counter()  # the bsl chain state, killed and resumed
+        (tmp / "bsl.toml").write_text(BSL_CONFIG)
+        reference, out = tmp / "ref_bsl", tmp / "kill_bsl"
+        _run_cli(tmp / "bsl.toml", reference)
+        first = _run_cli(tmp / "bsl.toml", out, kill_marker=out / "checkpoints" / "bsl" / "chain.pt")
+        second = _run_cli(tmp / "bsl.toml", out)
+        summary = json.loads((out / "summary.json").read_text())
+        same = (out / "samples.csv").read_bytes() == (reference / "samples.csv").read_bytes()
+        rows.append({"scenario": "kill-9/bsl", "injected": "SIGKILL once checkpoints/bsl/chain.pt "
+                     "exists", "outcome": f"first run {first}, resume {second}; resumed "
+                     f"{summary['resumed_simulations']:.0f} of {summary['simulations']:.0f} "
+                     f"simulations; samples.csv bit-identical: {same}",
+                     "seconds": round(time.perf_counter() - start, 2)})
+        start = time.perf_counter()  # the score-langevin tables memory-mapped from disk
+        (tmp / "stream.toml").write_text(CONFIG + "stream_tables = true\n")
+        streamed = _run_cli(tmp / "stream.toml", tmp / "stream")
+        same = ((tmp / "stream" / "samples.csv").read_bytes()
+                == (tmp / "ref_simulation" / "samples.csv").read_bytes())
+        rows.append({"scenario": "stream-tables", "injected": "tables memory-mapped from DIR, "
+                     "streamed into training", "outcome": f"{streamed}; samples.csv bit-identical "
+                     f"to the in-memory run: {same}",
+                     "seconds": round(time.perf_counter() - start, 2)})
     total = time.perf_counter() - started
     RESULTS.mkdir(exist_ok=True)
     meta = {"command": "scorebayes bench faults" + (" --full" if args.full else ""),

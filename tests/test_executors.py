@@ -93,3 +93,81 @@ def test_dask_worker_killed_mid_run_is_survived(tmp_path):
         after = ex._client.run(os.getpid, on_error="ignore")
     assert victim not in after.values()  # the worker did die (and the nanny replaced it)
     assert torch.equal(table.theta, ref.theta) and torch.equal(table.x, ref.x)
+
+
+def test_dask_address_of_an_existing_cluster_is_bit_identical(tmp_path):
+    """`dask_address =` connects to a running scheduler (here a LocalCluster started by the
+    test) instead of starting one; the table equals the serial one."""
+    distributed = pytest.importorskip("distributed")
+    sim = _user_simulator(tmp_path)
+    ref = simulate_table(sim, _sampler(), 200, 2, seed=6, block_size=25)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  host="127.0.0.1", dashboard_address=None,
+                                  silence_logs=40) as cluster:
+        with make_executor("dask", dask_address=cluster.scheduler_address) as ex:
+            assert ex._client.scheduler.address == cluster.scheduler_address
+            table = simulate_table(sim, _sampler(), 200, 2, seed=6, block_size=25, executor=ex)
+        assert len(cluster.workers) == 1  # the cluster is the test's, still running
+    assert torch.equal(ref.theta, table.theta) and torch.equal(ref.x, table.x)
+
+
+def test_dask_tls_options_map_onto_security(tmp_path, monkeypatch):
+    pytest.importorskip("distributed")
+    from scorebayes.apps.common import pop_execution
+    from scorebayes.config import ConfigError
+    from scorebayes.parallel import tls_security
+
+    for name in ("ca.pem", "cert.pem", "key.pem"):
+        (tmp_path / name).write_text("-----BEGIN CERTIFICATE-----\n")
+    options = {"executor": "dask", "dask_address": "tls://10.0.0.1:8786",
+               "dask_tls": {"ca_file": "ca.pem", "cert": "cert.pem", "key": "key.pem"}}
+    execution = pop_execution(dict(options), base_dir=tmp_path)
+    assert execution.dask_tls == {"ca_file": str(tmp_path / "ca.pem"),
+                                  "cert": str(tmp_path / "cert.pem"),
+                                  "key": str(tmp_path / "key.pem"), "require_encryption": True}
+    security = tls_security(**execution.dask_tls)
+    assert security.tls_ca_file == str(tmp_path / "ca.pem")
+    assert security.tls_client_cert == str(tmp_path / "cert.pem")
+    assert security.tls_client_key == str(tmp_path / "key.pem")
+    assert security.require_encryption is True
+    # the security object reaches the Client
+    seen = {}
+
+    class FakeClient:
+        def __init__(self, address, security=None):
+            seen.update(address=address, security=security)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def register_plugin(self, plugin, name):
+            seen["plugin"] = name
+
+        def get_executor(self, pure):
+            return "executor"
+
+    import distributed
+
+    monkeypatch.setattr(distributed, "Client", FakeClient)
+    with execution.executor() as ex:
+        assert ex == "executor"
+    assert seen["address"] == "tls://10.0.0.1:8786"
+    assert seen["security"].tls_client_key == str(tmp_path / "key.pem")
+    # clear errors
+    bad = dict(options, dask_tls={"ca_file": "ca.pem", "cert": "cert.pem", "key": "nope.pem"})
+    with pytest.raises(ConfigError, match="dask_tls key: file .*nope.pem not found"):
+        pop_execution(bad, base_dir=tmp_path)
+    with pytest.raises(ConfigError, match="needs key"):
+        pop_execution(dict(options, dask_tls={"ca_file": "ca.pem", "cert": "cert.pem"}),
+                      base_dir=tmp_path)
+    with pytest.raises(ConfigError, match="tls://"):
+        pop_execution(dict(options, dask_address="tcp://10.0.0.1:8786"), base_dir=tmp_path)
+    with pytest.raises(ConfigError, match="unknown|typo|ca_fil"):
+        pop_execution(dict(options, dask_tls={"ca_fil": "ca.pem", "cert": "cert.pem",
+                                              "key": "key.pem"}), base_dir=tmp_path)
+    with pytest.raises(FileNotFoundError, match="ca_file"):
+        tls_security(str(tmp_path / "missing.pem"), str(tmp_path / "cert.pem"),
+                     str(tmp_path / "key.pem"))

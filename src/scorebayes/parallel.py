@@ -24,9 +24,10 @@ import torch
 from tqdm.auto import tqdm
 
 __all__ = ["derive_seed", "make_generator", "map_units", "check_picklable", "make_executor",
-           "EXECUTORS"]
+           "tls_security", "EXECUTORS", "TLS_KEYS"]
 
 EXECUTORS = ("serial", "processes", "dask")
+TLS_KEYS = ("ca_file", "cert", "key")
 
 T = TypeVar("T")
 
@@ -115,6 +116,28 @@ def _worker_init(modules: dict[str, str]) -> None:
         spec.loader.exec_module(module)
 
 
+def tls_security(ca_file: str, cert: str, key: str, require_encryption: bool = True) -> Any:
+    """A ``distributed.Security`` for a Dask scheduler reached over ``tls://``.
+
+    Arguments:
+        ca_file: certificate authority (PEM) that signed the scheduler's and workers'
+            certificates; cert, key: this client's certificate and private key (PEM).
+        require_encryption: refuse unencrypted connections (default).
+
+    Raises:
+        FileNotFoundError: a file is missing (named in the message).
+    """
+    from pathlib import Path
+
+    for name, value in (("ca_file", ca_file), ("cert", cert), ("key", key)):
+        if not Path(value).is_file():
+            raise FileNotFoundError(f"dask TLS {name}: file {value} not found")
+    from distributed import Security
+
+    return Security(tls_ca_file=str(ca_file), tls_client_cert=str(cert),
+                    tls_client_key=str(key), require_encryption=bool(require_encryption))
+
+
 @contextlib.contextmanager
 def make_executor(kind: str = "serial", *, workers: int | None = None,
                   dask_address: str | None = None, security: Any = None,
@@ -128,7 +151,8 @@ def make_executor(kind: str = "serial", *, workers: int | None = None,
         workers: pool size (processes; a local Dask cluster's workers). Default 2.
         dask_address: ``"tcp://host:port"`` (or ``tls://``) of an existing Dask scheduler;
             without it a ``LocalCluster`` bound to 127.0.0.1 is started and shut down on exit.
-        security: a ``distributed.Security`` (TLS) for a remote scheduler, passed through.
+        security: a ``distributed.Security`` (TLS) for a remote scheduler, passed through
+            (:func:`tls_security` builds one from file names; ``[options] dask_tls``).
 
     Dask re-runs the tasks of a worker that dies, so a lost worker does not fail the run;
     results do not depend on the executor (every block has its own seed).

@@ -280,7 +280,8 @@ class ScoreLangevin:
             self.faults_[key] += value
         u, keep = self._to_u(table.theta)
         x = self._noisy(table.x, tag)
-        return u[keep], x[keep], float(table.simulations)
+        # all rows kept: no copy (a memory-mapped table, [options] stream_tables, stays mapped)
+        return u[keep], (x if bool(keep.all()) else x[keep]), float(table.simulations)
 
     def _paired(self) -> bool:
         return self.antithetic and isinstance(self.proposal_, GaussianProposal)

@@ -83,12 +83,16 @@ class RunStore:
 
     Attributes:
         resumed_stages: names of stages found complete on disk (filled by :meth:`is_done`).
+        stream_tables: reference tables drawn into this store are memory-mapped from disk
+            instead of loaded (``simulate_table(in_memory=None)``; ``[options]
+            stream_tables``). Default ``False``.
     """
 
     def __init__(self, path: str | Path, *, config: Any = None, seed: int = 0, fresh: bool = False):
         self.path = Path(path)
         self.fingerprint = config_fingerprint(config, seed)
         self.resumed_stages: list[str] = []
+        self.stream_tables = False
         self._done_here: set[str] = set()
         manifest = self.path / "manifest.json"
         if fresh:

@@ -23,7 +23,9 @@ Run directories and faults: with ``store`` (a :class:`~scorebayes.store.RunStore
 block is saved as ``.npy`` when it completes and reused on a re-run, so an interrupted table
 resumes where it stopped with the same rows. With ``on_simulator_error = "skip"``/``"retry"``
 a block whose simulation raises is re-run parameter by parameter (with derived seeds), and
-parameters that fail or return NaN/inf are dropped and counted.
+parameters that fail or return NaN/inf are dropped and counted (:mod:`scorebayes.table_blocks`).
+With ``in_memory=False`` the table is memory-mapped from the run directory instead of
+concatenated in memory (:mod:`scorebayes.table_store`).
 
 Simulation cost (METHODS.md I.10) is counted in datasets of the observed size ``n_data``:
 :math:`N\,n_{obs}/n_{data}`.
@@ -35,12 +37,10 @@ References:
 
 from __future__ import annotations
 
-import copy
-import hashlib
+import itertools
 import math
-import threading
 import warnings
-from concurrent.futures import Executor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Executor, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,8 +49,10 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from .parallel import check_picklable, make_generator
-from .simulators import Simulator, SimulatorError, as_simulator, check_simulation
+from .parallel import check_picklable
+from .simulators import Simulator, SimulatorError, as_simulator
+from .table_blocks import FAULT_MODES, sampler_fingerprint, simulate_block, simulate_task
+from .table_store import BlockStore
 
 __all__ = ["ReferenceTable", "simulate_table", "simulate_grouped_table", "simulate_block",
            "FAULT_MODES"]
@@ -84,158 +86,6 @@ class ReferenceTable:
         return int(self.theta.shape[0])
 
 
-# ``priors.sample`` (behind ``PriorSampler``) seeds the *global* torch RNG inside
-# ``fork_rng``, which races when a thread-based executor (dask with processes=False, a
-# ThreadPoolExecutor) draws two blocks at once; one lock per process serialises the draws.
-_SAMPLER_LOCK = threading.Lock()
-
-
-def simulate_block(
-    simulator: Simulator, sampler: Any, rows: int, n_obs: int, seed: int, tag: str, block: int
-) -> tuple[Tensor, Tensor]:
-    r"""Draw one block: ``theta [rows, d]`` from ``sampler``, then ``x [rows, n_obs, p]``.
-
-    Both draws use ``make_generator(seed, "table", tag, block)``, in that order.
-    """
-    generator = make_generator(seed, "table", tag, block)
-    with _SAMPLER_LOCK:
-        theta = sampler.sample(rows, generator)
-    if not isinstance(theta, Tensor) or theta.dim() != 2 or theta.shape[0] != rows:
-        raise ValueError(
-            f"sampler.sample({rows}, generator) must return theta [{rows}, d], got "
-            f"{tuple(theta.shape) if isinstance(theta, Tensor) else type(theta).__name__}"
-        )
-    theta = theta.to(torch.float64)
-    x = simulator(theta, n_obs, generator)
-    return theta, x
-
-
-FAULT_MODES = ("skip", "retry", "raise")
-
-
-def _call_raw(simulator: Simulator, theta: Tensor, n_obs: int,
-              generator: torch.Generator) -> tuple[Tensor, Tensor]:
-    """Simulate without the finiteness check: ``(x [B, n, p], finite rows [B] bool)``."""
-    raw = copy.copy(simulator)
-    raw.validate = False
-    x = raw(theta, n_obs, generator)
-    if isinstance(x, Tensor) and x.is_floating_point():
-        finite = torch.isfinite(x.reshape(x.shape[0], -1)).all(1) if x.dim() >= 2 else \
-            torch.isfinite(x)
-        x = torch.where(torch.isfinite(x), x, torch.zeros((), dtype=x.dtype))
-    else:
-        finite = None
-    x = check_simulation(x, theta.shape[0], n_obs, simulator.obs_dim)
-    if finite is None:
-        finite = torch.ones(theta.shape[0], dtype=torch.bool)
-    return x, finite
-
-
-def _robust_block(simulator: Simulator, sampler: Any, rows: int, n_obs: int, seed: int, tag: str,
-                  block: int, on_error: str, retries: int) -> tuple[Tensor, Tensor | None, int, int]:
-    r"""One block with fault handling: ``(theta [r, d], x [r, n_obs, p] or None, failed, nonfinite)``.
-
-    The block is first simulated exactly as in :func:`simulate_block`. If the simulator
-    raises, each parameter is simulated on its own (so one bad :math:`\theta` does not lose
-    the block), try :math:`t` with ``make_generator(seed, "table", tag, block, "row", i, t)``
-    (``retries`` tries with ``"retry"``, one with ``"skip"``): deterministic for a seed.
-    Rows that keep failing and rows with non-finite values are dropped and counted.
-    With ``"raise"`` any failure or non-finite value raises.
-    """
-    if on_error == "raise":
-        theta, x = simulate_block(simulator, sampler, rows, n_obs, seed, tag, block)
-        return theta, x, 0, 0
-    generator = make_generator(seed, "table", tag, block)
-    with _SAMPLER_LOCK:
-        theta = sampler.sample(rows, generator)
-    _check_theta(theta, rows)
-    theta = theta.to(torch.float64)
-    try:
-        x, finite = _call_raw(simulator, theta, n_obs, generator)
-    except Exception:  # noqa: BLE001 - user simulator code: retried row by row
-        tries = retries if on_error == "retry" else 1
-        kept_theta, kept_x, failed, nonfinite = [], [], 0, 0
-        for i in range(rows):
-            for t in range(tries):
-                g = make_generator(seed, "table", tag, block, "row", i, t)
-                try:
-                    xi, fi = _call_raw(simulator, theta[i : i + 1], n_obs, g)
-                except Exception:  # noqa: BLE001
-                    continue
-                if bool(fi[0]):
-                    kept_theta.append(theta[i : i + 1])
-                    kept_x.append(xi)
-                else:
-                    nonfinite += 1
-                break
-            else:
-                failed += 1
-        if not kept_x:
-            return theta[:0], None, failed, nonfinite
-        return torch.cat(kept_theta), torch.cat(kept_x), failed, nonfinite
-    nonfinite = int((~finite).sum())
-    if nonfinite:
-        theta, x = theta[finite], x[finite]
-    return theta, x, 0, nonfinite
-
-
-def _check_theta(theta: Any, rows: int) -> None:
-    if not isinstance(theta, Tensor) or theta.dim() != 2 or theta.shape[0] != rows:
-        raise ValueError(
-            f"sampler.sample({rows}, generator) must return theta [{rows}, d], got "
-            f"{tuple(theta.shape) if isinstance(theta, Tensor) else type(theta).__name__}")
-
-
-def _simulate_task(task: tuple) -> list[tuple[int, Tensor, Tensor | None, int, int]]:
-    """Run the blocks of one task (module level so that executors can pickle it)."""
-    simulator, sampler, num, n_obs, seed, tag, block_size, blocks, on_error, retries = task
-    out = []
-    for k in blocks:
-        rows = min(block_size, num - k * block_size)
-        out.append((k,) + _robust_block(simulator, sampler, rows, n_obs, seed, tag, k,
-                                        on_error, retries))
-    return out
-
-
-def _sampler_fingerprint(sampler: Any, seed: int) -> str:
-    """A hash of a few draws of ``sampler`` (detects a changed proposal in a resumed table)."""
-    with _SAMPLER_LOCK:
-        theta = sampler.sample(4, make_generator(seed, "fingerprint"))
-    return hashlib.sha256(theta.to(torch.float64).numpy().tobytes()).hexdigest()[:16]
-
-
-class _BlockStore:
-    """The blocks of one table in a :class:`~scorebayes.store.RunStore` (``tables/<tag>/``)."""
-
-    def __init__(self, store: Any, tag: str, recipe: dict):
-        self.store, self.prefix = store, f"table_{tag}"
-        old = store.load_json(f"{self.prefix}/recipe")
-        if old is not None and old != recipe:
-            raise ValueError(
-                f"table {tag!r} in {store.path} was drawn with another recipe ({old}); "
-                "re-run with --fresh (fresh=True) to start over")
-        if old is None:
-            store.save_json(f"{self.prefix}/recipe", recipe)
-
-    def load(self, k: int) -> tuple[Tensor, Tensor | None, int, int] | None:
-        meta = self.store.load_json(f"{self.prefix}/{k:06d}")
-        if meta is None:
-            return None
-        theta = torch.from_numpy(np.array(self.store.load_array(f"{self.prefix}/{k:06d}_theta")))
-        x = (torch.from_numpy(np.array(self.store.load_array(f"{self.prefix}/{k:06d}_x")))
-             if meta["kept"] else None)
-        return theta, x, int(meta["failed"]), int(meta["nonfinite"])
-
-    def save(self, k: int, theta: Tensor, x: Tensor | None, failed: int, nonfinite: int) -> None:
-        self.store.save_array(f"{self.prefix}/{k:06d}_theta", theta)
-        if x is not None:
-            self.store.save_array(f"{self.prefix}/{k:06d}_x", x)
-        # the block's JSON is written last: it marks the block complete
-        self.store.save_json(f"{self.prefix}/{k:06d}", {
-            "kept": int(theta.shape[0]) if x is not None else 0, "failed": failed,
-            "nonfinite": nonfinite})
-
-
 def simulate_table(
     simulator: Simulator | Any,
     sampler: Any,
@@ -253,6 +103,7 @@ def simulate_table(
     on_simulator_error: str = "raise",
     retries: int = 3,
     max_failure_fraction: float = 0.1,
+    in_memory: bool | None = None,
 ) -> ReferenceTable:
     r"""Draw a reference table of ``num`` parameters with ``n_obs`` observations each.
 
@@ -268,8 +119,8 @@ def simulate_table(
         tag: distinguishes tables of one run (``"S"``, ``"R"``, ``"val"``, ...).
         block_size: rows per seeded block (part of the recipe: changing it changes the table).
         chunk_size: rows per executor task, rounded up to a multiple of ``block_size``
-            (does not change the table). Default: one block per task in-process, about
-            32 tasks with an executor.
+            (does not change the table). Default: one block per task in-process or when
+            streaming (``in_memory=False``: at most 16 tasks in flight), else about 32 tasks.
         n_data: size of the observed dataset, the unit of ``simulations`` (default ``n_obs``).
         executor: ``None`` (in-process) or a ``concurrent.futures.Executor``; the simulator
             and sampler must then be picklable (checked before any work).
@@ -280,6 +131,10 @@ def simulate_table(
             simulation raises or is non-finite) or ``"retry"`` (``retries`` tries with
             derived seeds, then drop). A batch that raises is re-run parameter by parameter.
         max_failure_fraction: raise if more than this fraction of the rows is dropped.
+        in_memory: ``False`` (needs ``store``) returns ``theta`` and ``x`` as read-only tensors
+            memory-mapped over ``arrays/table_<tag>/theta.npy`` and ``x.npy`` (written block
+            by block; see :mod:`scorebayes.table_store`): memory does not grow with the table.
+            Default: ``not store.stream_tables`` (``[options] stream_tables``), else ``True``.
 
     Returns:
         :class:`ReferenceTable` with ``theta [N', d]`` float64, ``x [N', n_obs, p]``
@@ -318,8 +173,10 @@ def simulate_table(
     if n_data <= 0:
         raise ValueError(f"n_data must be positive, got {n_data!r}")
     num_blocks = math.ceil(num / block_size)
-    if chunk_size is None:
-        per_task = 1 if executor is None else max(1, math.ceil(num_blocks / 32))
+    if in_memory is None:
+        in_memory = not getattr(store, "stream_tables", False)
+    if chunk_size is None:  # streaming: one block per task, so that few are in memory
+        per_task = 1 if executor is None or not in_memory else max(1, math.ceil(num_blocks / 32))
     else:
         if chunk_size < 1:
             raise ValueError(f"chunk_size must be a positive number of rows, got {chunk_size!r}")
@@ -328,16 +185,23 @@ def simulate_table(
         check_picklable(simulator, "simulator")
         check_picklable(sampler, "sampler")
 
+    if not in_memory and store is None:
+        raise ValueError("in_memory=False maps the table from a run directory: pass store=")
+
     results: dict[int, tuple] = {}
     blocks_store = None
     resumed_rows = 0
     if store is not None:
         recipe = {"num": num, "n_obs": n_obs, "block_size": block_size, "seed": int(seed),
                   "on_error": on_simulator_error, "retries": int(retries),
-                  "sampler": _sampler_fingerprint(sampler, int(seed))}
-        blocks_store = _BlockStore(store, str(tag), recipe)
+                  "sampler": sampler_fingerprint(sampler, int(seed))}
+        blocks_store = BlockStore(store, str(tag), recipe)
         for k in range(num_blocks):
-            found = blocks_store.load(k)
+            if in_memory:
+                found = blocks_store.load(k)
+            else:  # only the counts: the rows stay on disk
+                meta = blocks_store.meta(k)
+                found = None if meta is None else (None, None, meta["failed"], meta["nonfinite"])
             if found is not None:
                 results[k] = found
                 resumed_rows += min(block_size, num - k * block_size)
@@ -352,37 +216,58 @@ def simulate_table(
         for k, theta, x, failed, nonfinite in done:
             if blocks_store is not None:
                 blocks_store.save(k, theta, x, failed, nonfinite)
-            results[k] = (theta, x, failed, nonfinite)
+            results[k] = (theta, x, failed, nonfinite) if in_memory else \
+                (None, None, failed, nonfinite)
 
     bar = tqdm(total=len(tasks), desc=f"table {tag}", disable=not progress, leave=False)
     try:
         if executor is None:
             for task in tasks:
-                keep(_simulate_task(task))
+                keep(simulate_task(task))
                 bar.update(1)
-        else:
-            futures = [executor.submit(_simulate_task, task) for task in tasks]
+        else:  # streaming: at most 16 tasks in flight (their blocks are in memory)
+            window = len(tasks) if in_memory else 16
+            queue, pending = iter(tasks), set()
+
+            def submit(count: int) -> None:
+                for task in itertools.islice(queue, count):
+                    pending.add(executor.submit(simulate_task, task))
+
+            submit(window)
             try:
-                for future in as_completed(futures):
-                    keep(future.result())
-                    bar.update(1)
+                while pending:
+                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        pending.discard(future)
+                        keep(future.result())
+                        bar.update(1)
+                    submit(len(done))
             except BaseException:
-                for future in futures:
+                for future in pending:
                     future.cancel()
                 raise
     finally:
         bar.close()
-    return _assemble(results, num, n_obs, n_data, int(seed), str(tag), block_size,
-                     resumed_rows, max_failure_fraction)
+    failed = sum(r[2] for r in results.values())
+    nonfinite = sum(r[3] for r in results.values())
+    if in_memory:
+        theta, x = _concatenate(results)
+        _check_faults(failed, nonfinite, num, str(tag), max_failure_fraction, x is not None)
+    else:  # memory-mapped: one block in memory at a time
+        kept = [k for k in sorted(results) if blocks_store.meta(k)["kept"]]
+        _check_faults(failed, nonfinite, num, str(tag), max_failure_fraction, bool(kept))
+        theta, x = blocks_store.mapped(kept)
+    return ReferenceTable(
+        theta=theta, x=x, simulations=num * n_obs / n_data, seed=int(seed), tag=str(tag),
+        block_size=block_size, failed=failed, nonfinite=nonfinite,
+        resumed=resumed_rows * n_obs / n_data)
 
 
-def _assemble(results: dict, num: int, n_obs: int, n_data: float, seed: int, tag: str,
-              block_size: int, resumed_rows: int, max_failure_fraction: float) -> ReferenceTable:
-    """Concatenate the blocks in order, check shapes and the failure fraction."""
-    thetas, xs, failed, nonfinite = [], [], 0, 0
+def _concatenate(results: dict) -> tuple[Tensor | None, Tensor | None]:
+    """The kept rows of the blocks, in block order (``None`` if there are none)."""
+    thetas, xs = [], []
     for k in sorted(results):
-        theta, x, f, nf = results[k]
-        failed, nonfinite = failed + f, nonfinite + nf
+        theta, x, _, _ = results[k]
         if x is None:
             continue
         if xs and (theta.shape[1:] != thetas[0].shape[1:] or x.shape[1:] != xs[0].shape[1:]):
@@ -392,8 +277,14 @@ def _assemble(results: dict, num: int, n_obs: int, n_data: float, seed: int, tag
                 f"{('*',) + tuple(xs[0].shape[1:])}")
         thetas.append(theta)
         xs.append(x)
+    return (torch.cat(thetas), torch.cat(xs)) if xs else (None, None)
+
+
+def _check_faults(failed: int, nonfinite: int, num: int, tag: str, max_failure_fraction: float,
+                  any_rows: bool) -> None:
+    """Raise above ``max_failure_fraction`` dropped rows (or none left); warn below."""
     bad = failed + nonfinite
-    if bad > max_failure_fraction * num or not xs:
+    if bad > max_failure_fraction * num or not any_rows:
         raise SimulatorError(
             f"table {tag!r}: {failed} of {num} simulations raised and {nonfinite} returned "
             f"non-finite values, more than max_failure_fraction = {max_failure_fraction}: "
@@ -403,10 +294,6 @@ def _assemble(results: dict, num: int, n_obs: int, n_data: float, seed: int, tag
             f"table {tag!r}: dropped {failed} failed and {nonfinite} non-finite simulations of "
             f"{num}; if failures depend on theta, the posterior is computed from the "
             "parameters where the simulator works and is biased towards them", stacklevel=3)
-    return ReferenceTable(
-        theta=torch.cat(thetas), x=torch.cat(xs), simulations=num * n_obs / n_data, seed=seed,
-        tag=tag, block_size=block_size, failed=failed, nonfinite=nonfinite,
-        resumed=resumed_rows * n_obs / n_data)
 
 
 def simulate_grouped_table(

@@ -162,3 +162,10 @@ def test_abc_input_errors():
         abc_w1(torch.tensor([[float("nan")]]), prior, table=table, k=1)
     with pytest.raises(ValueError, match="same p"):
         wasserstein1(torch.zeros(2, 3, 2), torch.zeros(3, 1))
+
+
+def test_simulate_reduced_rejects_bad_block_size():
+    from scorebayes.baselines._common import simulate_reduced
+
+    with pytest.raises(ValueError, match="block_size must be a positive integer"):
+        simulate_reduced(lambda th, n, g: th[:, None, :], None, 10, 1, lambda x: x, seed=0, block_size=0)

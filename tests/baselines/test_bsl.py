@@ -11,6 +11,7 @@ from scorebayes.baselines import bsl, gaussian_synthetic_loglik, mean_sd_summary
 from scorebayes.diagnostics import ess
 from scorebayes.priors import ParameterSpace, independent
 from scorebayes.proposal import GaussianProposal
+from scorebayes.simulators import SimulatorError
 
 F64 = torch.float64
 
@@ -126,3 +127,73 @@ def test_bsl_input_errors():
             init=torch.tensor([-1.0]))
     with pytest.raises(ValueError, match="num_chains"):
         bsl(x_obs, location_simulator, prior, num_chains=0)
+
+
+# ------------------------------------------------------------- issue 6: store and faults
+class _Interrupt:
+    """The location simulator, interrupted (KeyboardInterrupt) at its ``at``-th call."""
+
+    def __init__(self, at):
+        self.at, self.calls = at, 0
+
+    def __call__(self, theta, n, generator):
+        self.calls += 1
+        if self.calls == self.at:
+            raise KeyboardInterrupt
+        return location_simulator(theta, n, generator)
+
+
+def _bsl_run(simulator, store=None, **kw):
+    prior = independent([normal(0, 2)])
+    x_obs = location_simulator(torch.tensor([[0.7]], dtype=F64), 10,
+                               torch.Generator().manual_seed(1))[0]
+    options = dict(num_chains=3, num_steps=60, burn_in=20, num_sims=10, summary=sample_mean,
+                   generator=torch.Generator().manual_seed(5), store=store)
+    options.update(kw)
+    return bsl(x_obs, simulator, prior, **options)
+
+
+@pytest.mark.parametrize("at", [2, 25, 58])
+def test_bsl_interrupted_then_resumed_is_bit_identical(tmp_path, at):
+    from scorebayes.store import RunStore
+
+    ref = _bsl_run(location_simulator)
+    store = RunStore(tmp_path, config={"bsl": 1}, seed=0)
+    with pytest.raises(KeyboardInterrupt):
+        _bsl_run(_Interrupt(at), store=store, checkpoint_every=7)
+    resumed = _bsl_run(location_simulator, store=RunStore(tmp_path, config={"bsl": 1}, seed=0),
+                       checkpoint_every=7)
+    assert torch.equal(resumed.samples, ref.samples)
+    expected = 3 * 10 * (7 * ((at - 2) // 7) + 1) if at > 8 else 0
+    assert resumed.info["resumed_simulations"] == expected
+    assert resumed.info["acceptance_rate"] == ref.info["acceptance_rate"]
+    with pytest.raises(ValueError, match="other settings"):
+        _bsl_run(location_simulator, store=store, num_sims=12)
+
+
+def _fails_above(limit, nan=False):
+    def simulate(theta, n, generator):
+        x = location_simulator(theta, n, generator)
+        if nan:
+            x[theta[:, 0] > limit] = float("nan")
+        elif (theta > limit).any():
+            raise RuntimeError("solver diverged")
+        return x
+    return simulate
+
+
+@pytest.mark.parametrize("nan", [False, True])
+def test_bsl_rejects_failing_proposals_and_counts_them(nan):
+    """Simulations fail above theta = 1.2 (posterior mean ~0.7, sd ~0.3): those proposals
+    are rejected and counted, so no draw lies above 1.2."""
+    with pytest.raises(RuntimeError if not nan else SimulatorError):
+        _bsl_run(_fails_above(1.2, nan))
+    with pytest.warns(UserWarning, match="biased"):
+        post = _bsl_run(_fails_above(1.2, nan), on_simulator_error="skip",
+                        max_failure_fraction=0.5)
+    key = "nonfinite_simulations" if nan else "failed_simulations"
+    assert post.info[key] > 0 and post.info["failed_simulations" if nan else
+                                           "nonfinite_simulations"] == 0
+    assert float(post.samples.max()) <= 1.2
+    with pytest.raises(SimulatorError, match="max_failure_fraction"):
+        _bsl_run(_fails_above(0.5, nan), on_simulator_error="retry", max_failure_fraction=0.01)

@@ -12,10 +12,15 @@
 - ``localize`` (all): ``true`` or a table of :func:`scorebayes.localize.localize` options;
   the localized proposal :math:`q` then draws the table (abc, npe; reweighted by
   :math:`\\pi/q`) or initialises and shapes the chains (bsl).
-- ``executor``, ``workers``, ``dask_address``, ``on_simulator_error``,
-  ``max_failure_fraction``, ``retries`` (abc, npe): where the reference table is simulated
-  and how simulator faults are handled (:func:`scorebayes.apps.common.pop_execution`);
+- ``executor``, ``workers``, ``dask_address``, ``dask_tls``, ``stream_tables`` (abc, npe):
+  where the reference table is simulated (:func:`scorebayes.apps.common.pop_execution`);
   with ``scorebayes run --out DIR`` the table's blocks are saved and reused on a re-run.
+- ``on_simulator_error``, ``max_failure_fraction``, ``retries`` (all): simulator faults
+  (dropped table rows for abc and npe; rejected proposals for bsl, whose chain state is
+  checkpointed in ``DIR`` every ``checkpoint_every`` iterations and resumed on a re-run).
+
+Option values are checked before any table or chain is simulated: the method is called once
+with a stand-in simulator that stops it at its first simulation (:func:`_check_values`).
 
 ``num_simulations`` defaults to 10,000 for abc and npe.
 """
@@ -45,7 +50,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {"abc": abc_w1, "bsl": bsl}
 NPE_ESTIMATORS: dict[str, Callable[..., Any]] = {"maf": npe, "gaussian": gaussian_npe}
 # arguments filled in by the application, never from [options]
 RESERVED = ("x_obs", "prior", "simulator", "table", "sampler", "names", "generator",
-            "progress", "executor")
+            "progress", "executor", "store")
 CLI_KEYS = {"abc": ("localize",), "bsl": ("localize", "summary"),
             "npe": ("localize", "summary", "estimator")}
 DEFAULT_SIMULATIONS = 10_000
@@ -98,6 +103,32 @@ def _localize_options(value: Any) -> dict | None:
     raise ConfigError("[options] localize must be true/false or a table of localize options")
 
 
+class _Checked(BaseException):
+    """Raised by the stand-in simulator: the method accepted its options."""
+
+
+def _stand_in(theta: torch.Tensor, n: int, generator: Any = None) -> torch.Tensor:
+    raise _Checked
+
+
+def _check_values(method: str, function: Callable[..., Any], options: dict, x_obs: torch.Tensor,
+                  prior: Any) -> None:
+    """Run ``function`` with ``options`` and a simulator that stops it at its first call:
+    every method validates its arguments before simulating, so a bad value is reported
+    here, before the table or the chain is simulated (``ConfigError``)."""
+    kwargs = dict(options, generator=torch.Generator().manual_seed(0), progress=False)
+    try:
+        if method == "bsl":
+            function(x_obs, _stand_in, prior, **kwargs)
+        else:
+            function(x_obs, prior, simulator=_stand_in, **kwargs)
+    except _Checked:
+        return
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"[options]: {err}") from None
+    raise ConfigError(f"[options]: {method} did not simulate anything")  # pragma: no cover
+
+
 def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: bool) -> AppResult:
     """Run ``abc``, ``bsl`` or ``npe`` from a parsed config (see the module docstring)."""
     method = config.get("method")
@@ -116,11 +147,11 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
     else:
         function = FUNCTIONS[method]
     if method == "bsl":
-        given = [key for key in EXECUTION_KEYS if key in options]
+        given = [key for key in EXECUTION_KEYS[:5] if key in options]
         if given:
             raise ConfigError(f"[options] {', '.join(given)}: bsl simulates inside its Markov "
                               "chain, one proposal at a time; these options are for abc and npe")
-    execution = pop_execution(options)
+    execution = pop_execution(options, base_dir=base_dir)
     check_options(options, function, "[options]", exclude=RESERVED)
     localize_options = _localize_options(cli.get("localize"))
     if "init" in options:
@@ -146,6 +177,7 @@ def _run(method: str, function: Callable[..., Any], config: dict, options: dict,
         summary = _summary(cli.get("summary"), method, config, base_dir, x_obs)
         if method == "bsl" or summary is not None:
             options["summary"] = summary
+    _check_values(method, function, options, x_obs, prior)
 
     extra: dict[str, Any] = {}
     sampler = None
@@ -175,6 +207,7 @@ def _run(method: str, function: Callable[..., Any], config: dict, options: dict,
         extra.update(failed_simulations=table.failed, nonfinite_simulations=table.nonfinite,
                      resumed_simulations=table.resumed)
     if method == "bsl":
+        kwargs.update(execution.table_options(), store=current_store())
         posterior = function(x_obs, simulator, prior, **kwargs)
     else:
         posterior = function(x_obs, prior, **kwargs)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ import torch
 from torch.distributions import Distribution
 
 from ..config import ConfigError, check_keys, load_array, load_callable
-from ..parallel import EXECUTORS, make_executor, make_generator
+from ..parallel import EXECUTORS, TLS_KEYS, make_executor, make_generator, tls_security
 from ..priors import PriorError, prior_from_spec
 from ..priors import sample as sample_prior
 from ..simulators import Simulator, SimulatorError, as_simulator
@@ -245,16 +245,17 @@ def load_observed(config: dict, base_dir: str | Path, simulator: Simulator, prio
 
 
 # ----------------------------------------------------------------------- execution
-EXECUTION_KEYS = ("executor", "workers", "dask_address", "on_simulator_error",
-                  "max_failure_fraction", "retries")
+EXECUTION_KEYS = ("executor", "workers", "dask_address", "dask_tls", "stream_tables",
+                  "on_simulator_error", "max_failure_fraction", "retries")
 _STORE: list[Any] = [None]
 
 
 @dataclass(frozen=True)
 class Execution:
     """Where simulations run and what happens when they fail (``[options]`` keys
-    ``executor``, ``workers``, ``dask_address``, ``on_simulator_error``,
-    ``max_failure_fraction``, ``retries``)."""
+    ``executor``, ``workers``, ``dask_address``, ``dask_tls``, ``on_simulator_error``,
+    ``max_failure_fraction``, ``retries``; ``stream_tables`` is applied to the run
+    directory by :func:`pop_execution`)."""
 
     kind: str = "serial"
     workers: int | None = None
@@ -262,10 +263,13 @@ class Execution:
     on_simulator_error: str = "skip"
     max_failure_fraction: float = 0.1
     retries: int = 3
+    dask_tls: dict | None = field(default=None, compare=False)
 
     def executor(self) -> contextlib.AbstractContextManager:
         """Context manager yielding the ``concurrent.futures.Executor`` (``None``: serial)."""
-        return make_executor(self.kind, workers=self.workers, dask_address=self.dask_address)
+        security = tls_security(**self.dask_tls) if self.dask_tls else None
+        return make_executor(self.kind, workers=self.workers, dask_address=self.dask_address,
+                             security=security)
 
     def table_options(self) -> dict[str, Any]:
         """Keyword arguments of :func:`scorebayes.tables.simulate_table`."""
@@ -273,13 +277,46 @@ class Execution:
                 "max_failure_fraction": self.max_failure_fraction}
 
 
-def pop_execution(options: dict, *, faults: bool = True) -> Execution:
+def _tls_files(value: Any, base_dir: str | Path | None) -> dict[str, str]:
+    """``[options] dask_tls = {ca_file, cert, key[, require_encryption]}`` with the files
+    resolved (relative to ``base_dir``) and checked to exist."""
+    if not isinstance(value, dict):
+        raise ConfigError("[options] dask_tls must be a table {ca_file = \"ca.pem\", "
+                          "cert = \"client.pem\", key = \"client-key.pem\"}")
+    check_keys(value, set(TLS_KEYS) | {"require_encryption"}, "[options] dask_tls")
+    missing = [key for key in TLS_KEYS if key not in value]
+    if missing:
+        raise ConfigError(f"[options] dask_tls needs {', '.join(missing)} (files of the TLS "
+                          "certificate authority, client certificate and client key)")
+    out: dict[str, Any] = {}
+    for key in TLS_KEYS:
+        if not isinstance(value[key], str):
+            raise ConfigError(f"[options] dask_tls {key} must be a file name, got {value[key]!r}")
+        path = Path(value[key]).expanduser()
+        if not path.is_absolute() and base_dir is not None:
+            path = Path(base_dir) / path
+        if not path.is_file():
+            raise ConfigError(f"[options] dask_tls {key}: file {path} not found")
+        out[key] = str(path)
+    encryption = value.get("require_encryption", True)
+    if not isinstance(encryption, bool):
+        raise ConfigError("[options] dask_tls require_encryption must be true or false")
+    out["require_encryption"] = encryption
+    return out
+
+
+def pop_execution(options: dict, *, faults: bool = True,
+                  base_dir: str | Path | None = None) -> Execution:
     """Remove and validate the execution keys of ``[options]`` (defaults: serial, skip).
 
-    ``faults=False``: only ``executor``, ``workers``, ``dask_address`` (no simulator)."""
+    ``faults=False``: only ``executor``, ``workers``, ``dask_address``, ``dask_tls`` (no
+    simulator). ``dask_tls`` files are relative to ``base_dir`` (default: the working
+    directory). ``stream_tables = true`` makes the current run directory
+    (:func:`current_store`) memory-map its reference tables instead of loading them
+    (:mod:`scorebayes.table_store`)."""
     from ..tables import FAULT_MODES
 
-    keys = EXECUTION_KEYS if faults else EXECUTION_KEYS[:3]
+    keys = EXECUTION_KEYS if faults else ("executor", "workers", "dask_address", "dask_tls")
     found = {key: options.pop(key) for key in keys if key in options}
     kind = found.get("executor", "serial")
     if kind not in EXECUTORS:
@@ -297,6 +334,20 @@ def pop_execution(options: dict, *, faults: bool = True) -> Execution:
         if not isinstance(address, str) or "://" not in address:
             raise ConfigError(f"[options] dask_address must look like \"tcp://host:port\", "
                               f"got {address!r}")
+    tls = found.get("dask_tls")
+    if tls is not None:
+        if address is None or not address.startswith("tls://"):
+            raise ConfigError("[options] dask_tls is for a remote scheduler: give dask_address = "
+                              "\"tls://host:port\" too")
+        tls = _tls_files(tls, base_dir)
+    stream = found.get("stream_tables", False)
+    if not isinstance(stream, bool):
+        raise ConfigError(f"[options] stream_tables must be true or false, got {stream!r}")
+    if stream:
+        if current_store() is None:
+            raise ConfigError("[options] stream_tables maps the tables from the run directory: "
+                              "run with scorebayes run --out DIR")
+        current_store().stream_tables = True
     mode = found.get("on_simulator_error", "skip")
     if mode not in FAULT_MODES:
         raise ConfigError(f"[options] on_simulator_error must be one of {list(FAULT_MODES)}, "
@@ -308,7 +359,7 @@ def pop_execution(options: dict, *, faults: bool = True) -> Execution:
     retries = found.get("retries", 3)
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 1:
         raise ConfigError(f"[options] retries must be a positive integer, got {retries!r}")
-    return Execution(kind, workers, address, mode, float(fraction), retries)
+    return Execution(kind, workers, address, mode, float(fraction), retries, tls)
 
 
 @contextlib.contextmanager

@@ -19,8 +19,11 @@ r"""CLI method ``dfd-bayes``: a TOML config onto :func:`scorebayes.discrete.gene
     [options]                            # generalised_bayes keywords, plus loss = "dfd" | "ksd"
     num_bootstrap = 100                  # executor = "processes" | "dask", workers = N (bootstrap)
 
-Extra ``summary.json`` keys: ``beta`` (the calibrated or given loss weight), ``n`` and the
-calibration's full-data minimiser.
+Extra ``summary.json`` keys: ``beta`` (the calibrated or given loss weight), ``n``, the
+calibration's full-data minimiser, and ``bootstrap_replicates`` / ``resumed_bootstrap``
+(replicates computed / reused from ``--out DIR``: every completed task of bootstrap
+replicates is saved there and reused on a re-run, bit-identically). Option values are
+checked before the calibration and the sampler start.
 """
 
 from __future__ import annotations
@@ -36,11 +39,11 @@ from ..discrete import (
     BernoulliModel, CMPGraphicalModel, CMPModel, DFDLoss, IsingModel, KSDLoss, PoissonGraphicalModel,
     PoissonMixtureModel, PoissonModel, UserModel, generalised_bayes, sample_cmp,
 )
-from ..discrete.calibrate import CalibrationError
+from ..discrete.calibrate import CalibrationError, calibrate_beta, persisting
 from ..priors import PriorError, prior_from_spec
 from ..priors import sample as sample_prior
 from . import AppResult
-from .common import pop_execution
+from .common import current_store, pop_execution
 
 __all__ = ["run", "BUILTINS"]
 
@@ -151,7 +154,7 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
     loss_kind = options.pop("loss", "dfd")
     if loss_kind not in ("dfd", "ksd"):
         raise ConfigError(f"[options] loss must be 'dfd' or 'ksd', got {loss_kind!r}")
-    execution = pop_execution(options, faults=False)  # executor, workers, dask_address
+    execution = pop_execution(options, faults=False, base_dir=base_dir)  # executor, workers, dask
     check_options(options, generalised_bayes, exclude={"loss", "prior", "names", "seed", "progress", "executor"})
     truth = None
     if "observed" in data:
@@ -179,17 +182,60 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
     except ValueError as err:
         raise ConfigError(f"[data] {err}") from None
     _check_model(model, prior, loss.rows, seed)
+    _check_values(loss, prior, options)
     try:
-        with execution.executor() as executor:  # spawned workers: one torch thread each
+        with execution.executor() as executor, persisting(current_store()) as record:
             post = generalised_bayes(loss, prior, names=model.names, seed=seed,
                                      progress=progress, executor=executor, **options)
     except CalibrationError as err:
         raise ConfigError(f"beta calibration failed: {err}") from None
     post.info["method"] = "dfd-bayes" if loss_kind == "dfd" else "ksd-bayes"
     extra: dict[str, Any] = {"beta": post.info["beta"], "n": int(loss.n), "loss": loss_kind}
+    if record is not None:
+        extra.update(bootstrap_replicates=record.computed + record.resumed,
+                     resumed_bootstrap=record.resumed)
     if "calibration" in post.info:
         extra["minimiser"] = post.info["calibration"]["minimiser"]
     return AppResult(post, extra, truth)
+
+
+class _Checked(BaseException):
+    """Raised by :class:`_StopLoss`: the options were accepted."""
+
+
+class _StopLoss:
+    """A stand-in loss that stops the calibration or the sampler at its first evaluation."""
+
+    def __init__(self, loss: Any):
+        self.n, self.row_counts, self.model = loss.n, loss.row_counts, loss.model
+
+    def __call__(self, theta: torch.Tensor) -> torch.Tensor:
+        raise _Checked
+
+
+def _check_values(loss: Any, prior: Any, options: dict) -> None:
+    """Check the option values of :func:`generalised_bayes` before any expensive work: the
+    calibration and the sampler validate their arguments, then evaluate the loss, which
+    here stops them (``ConfigError`` for a bad value)."""
+    calibration = ("num_bootstrap", "method", "init_steps", "init_lr", "steps", "lr")
+    probes = [dict(options, beta=options.get("beta") or 1.0)]  # the sampler's options
+    if options.get("init_from") == "minimiser":
+        if options.get("beta") is not None:
+            raise ConfigError("[options] init_from = \"minimiser\" needs the calibration: "
+                              "drop beta")
+        probes[0]["init_from"] = "prior"  # the minimiser comes from the calibration
+    if options.get("beta") is None:
+        probes.append({"calibration": {k: options[k] for k in calibration if k in options}})
+    for probe in probes:
+        try:
+            if "calibration" in probe:
+                calibrate_beta(_StopLoss(loss), prior, **probe["calibration"])
+            else:
+                generalised_bayes(_StopLoss(loss), prior, **probe)
+        except _Checked:
+            continue
+        except (TypeError, ValueError) as err:
+            raise ConfigError(f"[options]: {err}") from None
 
 
 def _simulate(model: Any, data: dict, seed: int) -> np.ndarray:

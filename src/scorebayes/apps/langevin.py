@@ -66,7 +66,7 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
     names = parameter_names(config, d)
     x_obs, truth = load_observed(config, base_dir, simulator, prior, seed)
     options = dict(config.get("options", {}))
-    execution = pop_execution(options)
+    execution = pop_execution(options, base_dir=base_dir)
     mh_correction = options.pop("mh_correction", None)
     if mh_correction not in (None, "quadrature", "learned"):
         raise ConfigError('[options] mh_correction must be "quadrature" or "learned", '

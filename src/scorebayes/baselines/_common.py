@@ -160,6 +160,9 @@ def simulate_reduced(
     Returns:
         ``theta [num, d]`` float64 and ``reducer`` outputs ``[num, ...]``.
     """
+    for name, value in (("block_size", block_size), ("chunk_size", chunk_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
     simulator = as_simulator(simulator)
     num_blocks = math.ceil(num / block_size)
     per_task = max(1, math.ceil(chunk_size / block_size))

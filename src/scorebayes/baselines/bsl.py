@@ -27,6 +27,13 @@ Robbins-Monro,
 All ``C`` chains advance together: one batched simulator call with ``C * M`` data sets
 per iteration. Cost (METHODS.md I.10): chains x length x M data sets.
 
+Reliability (issue 6): with ``store`` (a :class:`~scorebayes.store.RunStore`) the whole
+chain state (states, estimates, adaptation, generator state) is checkpointed atomically
+every ``checkpoint_every`` iterations, and a re-run continues from the last checkpoint to
+bit-identical draws. With ``on_simulator_error = "skip"``/``"retry"`` a batch call that
+raises is re-run chain by chain (``retries`` tries each); a proposal whose simulations keep
+failing, or are non-finite, gets :math:`\hat p = 0` and is rejected, and is counted.
+
 Paper settings (defaults follow the M/G/1 queue):
 
 ==============  ===============================  ==================  ======================
@@ -48,6 +55,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -59,7 +67,8 @@ from tqdm.auto import tqdm
 from ..posterior import Posterior
 from ..priors import ParameterSpace
 from ..priors import sample as sample_prior
-from ..simulators import as_simulator
+from ..simulators import SimulatorError, as_simulator
+from ..table_blocks import FAULT_MODES, simulate_groups
 from ._common import as_observed, uses_prior
 
 __all__ = ["bsl", "mean_sd_summary", "gaussian_synthetic_loglik"]
@@ -139,6 +148,11 @@ def bsl(
     names: Sequence[str] | None = None,
     generator: torch.Generator | None = None,
     progress: bool = False,
+    on_simulator_error: str = "raise",
+    retries: int = 3,
+    max_failure_fraction: float = 0.1,
+    store: Any = None,
+    checkpoint_every: int = 100,
 ) -> Posterior:
     r"""Random-walk MH with a Gaussian synthetic likelihood, ``num_chains`` chains at once.
 
@@ -161,12 +175,18 @@ def bsl(
         names: ``d`` parameter names.
         generator: all randomness (proposals, simulations, initial draws).
         progress: tqdm bar over iterations.
+        on_simulator_error: ``"raise"`` (default), ``"skip"`` or ``"retry"`` (``retries``
+            tries per chain): a proposal whose simulations fail or are non-finite is rejected
+            and counted; more than ``max_failure_fraction`` of all proposals raises.
+        store: a :class:`~scorebayes.store.RunStore`: checkpoint ``bsl/chain`` every
+            ``checkpoint_every`` iterations and resume from it (needs ``generator``).
 
     Returns:
         :class:`~scorebayes.posterior.Posterior` with ``samples [C, L - burn_in, d]``;
         ``info`` has ``method``, ``simulations`` (:math:`C L M`), ``seconds``,
-        ``acceptance_rate`` (after burn-in), ``acceptance_per_chain``, ``proposal_scale``
-        and ``proposal_sd_unconstrained``.
+        ``acceptance_rate`` (after burn-in), ``acceptance_per_chain``, ``proposal_scale``,
+        ``proposal_sd_unconstrained``, ``failed_simulations`` and ``nonfinite_simulations``
+        (proposals rejected because of simulator faults) and ``resumed_simulations``.
     """
     start = time.perf_counter()
     x_obs = as_observed(x_obs)
@@ -181,6 +201,16 @@ def bsl(
         raise ValueError(f"target_acceptance must be in (0, 1), got {target_acceptance!r}")
     if not callable(summary):
         raise TypeError("summary must be a callable x [B, n, p] -> [B, k]")
+    if on_simulator_error not in FAULT_MODES:
+        raise ValueError(f"on_simulator_error must be one of {FAULT_MODES}, got "
+                         f"{on_simulator_error!r}")
+    for label, value in (("retries", retries), ("checkpoint_every", checkpoint_every)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{label} must be a positive integer, got {value!r}")
+    if not 0.0 <= max_failure_fraction <= 1.0:
+        raise ValueError(f"max_failure_fraction must be in [0, 1], got {max_failure_fraction!r}")
+    if store is not None and generator is None:
+        raise ValueError("bsl with a store needs a generator (its state is checkpointed)")
     space = ParameterSpace(prior)
     d, n = space.dim, x_obs.shape[0]
     s_obs = torch.as_tensor(summary(x_obs[None])).to(torch.float64)
@@ -204,11 +234,31 @@ def bsl(
         chol = torch.diag(prior_u.std(0).clamp_min(1e-8))
     log_scale = math.log(2.38 / math.sqrt(d)) + (0.0 if localized else math.log(0.1))
 
+    faults = {"failed": 0, "nonfinite": 0}
+    budget = max_failure_fraction * num_chains * num_steps
+
+    def simulate(theta: Tensor, ok: Tensor) -> tuple[Tensor, Tensor]:
+        """``x [C*M, n, p]`` and the chains whose simulations all worked ``[C]``."""
+        if on_simulator_error == "raise":
+            return simulator(theta.repeat_interleave(num_sims, 0), n, generator), ok
+        x, good, failed, nonfinite = simulate_groups(
+            simulator, theta, num_sims, n, generator, retries=retries if on_simulator_error ==
+            "retry" else 1, active=ok, obs_dim=x_obs.shape[1])
+        faults["failed"] += failed
+        faults["nonfinite"] += nonfinite
+        if faults["failed"] + faults["nonfinite"] > budget:
+            raise SimulatorError(
+                f"bsl: {faults['failed']} proposals' simulations raised and "
+                f"{faults['nonfinite']} returned non-finite values, more than "
+                f"max_failure_fraction = {max_failure_fraction} of {num_chains * num_steps}: "
+                "fix the simulator or restrict the prior to where it works")
+        return x, ok & good
+
     def log_lik(u_new: Tensor, lp: Tensor) -> Tensor:
         theta = space.to_constrained(u_new)
         ok = torch.isfinite(lp)
         theta = torch.where(ok[:, None], theta, space.to_constrained(u))  # never simulate outside
-        x = simulator(theta.repeat_interleave(num_sims, 0), n, generator)
+        x, ok = simulate(theta, ok)
         s = torch.as_tensor(summary(x))
         if s.dim() != 2 or s.shape != (num_chains * num_sims, k):
             raise ValueError(f"summary returned shape {tuple(s.shape)}, expected "
@@ -216,13 +266,27 @@ def bsl(
         ll = gaussian_synthetic_loglik(s_obs, s.reshape(num_chains, num_sims, k))
         return torch.where(ok, ll, torch.full_like(ll, -math.inf))
 
-    lp = space.log_prob_unconstrained(u)
-    ll = log_lik(u, lp)
     chain = torch.empty(num_chains, num_steps, d, dtype=torch.float64)
-    chain[:, 0] = space.to_constrained(u)
     accepted = torch.zeros(num_chains, num_steps, dtype=torch.bool)
     window_start, window_end = 1, min(burn_in, 50)
-    bar = tqdm(range(1, num_steps), desc="BSL", disable=not progress, leave=False)
+    recipe = {"num_chains": num_chains, "num_steps": num_steps, "burn_in": burn_in,
+              "num_sims": num_sims, "adapt": bool(adapt), "target": float(target_acceptance),
+              "on_error": on_simulator_error, "retries": retries, "s_obs": s_obs.tolist()}
+    saved = _resume(store, recipe)
+    if saved is None:
+        lp = space.log_prob_unconstrained(u)
+        ll = log_lik(u, lp)
+        chain[:, 0] = space.to_constrained(u)
+        first = 1
+    else:  # continue after the last checkpointed iteration
+        first = int(saved["t"]) + 1
+        u, ll, lp, chol = saved["u"], saved["ll"], saved["lp"], saved["chol"]
+        chain[:, :first], accepted[:, :first] = saved["chain"], saved["accepted"]
+        log_scale, window_start, window_end = (float(saved["log_scale"]), int(saved["window_start"]),
+                                               int(saved["window_end"]))
+        faults.update(failed=int(saved["failed"]), nonfinite=int(saved["nonfinite"]))
+        generator.set_state(saved["generator"])
+    bar = tqdm(range(first, num_steps), desc="BSL", disable=not progress, leave=False)
     for t in bar:
         z = torch.randn(num_chains, d, generator=generator, dtype=torch.float64)
         u_prop = u + math.exp(log_scale) * z @ chol.T
@@ -247,6 +311,12 @@ def bsl(
                 window_start, window_end = t + 1, min(burn_in - 1, 2 * t)
         if progress and t % 50 == 0:
             bar.set_postfix(acc=f"{accepted[:, max(1, t - 199):t + 1].double().mean():.2f}")
+        if store is not None and (t % checkpoint_every == 0 or t == num_steps - 1):
+            store.save_checkpoint("bsl/chain", {
+                "t": t, "u": u, "ll": ll, "lp": lp, "chol": chol, "chain": chain[:, :t + 1],
+                "accepted": accepted[:, :t + 1], "log_scale": log_scale,
+                "window_start": window_start, "window_end": window_end,
+                "generator": generator.get_state(), **faults})
     bar.close()
     kept_acc = accepted[:, max(burn_in, 1):]
     info = {
@@ -262,9 +332,31 @@ def bsl(
         "proposal_scale": math.exp(log_scale),
         "proposal_sd_unconstrained":
             (math.exp(log_scale) * (chol @ chol.T).diagonal().sqrt()).tolist(),
+        "failed_simulations": faults["failed"],
+        "nonfinite_simulations": faults["nonfinite"],
+        "resumed_simulations": float(num_chains * (first if saved is not None else 0) * num_sims),
         "seconds": time.perf_counter() - start,
     }
+    if faults["failed"] + faults["nonfinite"]:
+        warnings.warn(
+            f"bsl: rejected {faults['failed']} proposals whose simulations failed and "
+            f"{faults['nonfinite']} with non-finite simulations; if failures depend on theta, "
+            "the chains avoid those parameters and the posterior is biased away from them",
+            stacklevel=2)
     return Posterior(chain[:, burn_in:], names, info=info)
+
+
+def _resume(store: Any, recipe: dict) -> dict | None:
+    """The last ``bsl/chain`` checkpoint of ``store`` for this ``recipe`` (``None``: start)."""
+    if store is None:
+        return None
+    old = store.load_json("bsl/recipe")
+    if old is not None and old != recipe:
+        raise ValueError(f"{store.path} holds a bsl chain with other settings; re-run with "
+                         "--fresh (fresh=True) to start over")
+    if old is None:
+        store.save_json("bsl/recipe", recipe)
+    return store.load_checkpoint("bsl/chain")
 
 
 def _window_covariance(u: Tensor, accepted: Tensor) -> Tensor | None:

@@ -28,20 +28,25 @@ References:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from concurrent.futures import Executor
+import contextlib
+import contextvars
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, as_completed
 from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 from torch.distributions import Distribution
+from tqdm.auto import tqdm
 
 from ..parallel import derive_seed, make_generator, map_units
 from ..priors import ParameterSpace
 from ..priors import sample as sample_prior
 
 __all__ = ["minimise", "bootstrap_weights", "bootstrap_minimisers", "beta_star", "lyddon_beta",
-           "CalibrationError", "Calibration", "calibrate_beta"]
+           "CalibrationError", "Calibration", "calibrate_beta", "persisting"]
 
 
 class CalibrationError(ValueError):
@@ -197,6 +202,31 @@ def _bootstrap_unit(unit: tuple) -> Tensor:
     return minimise(loss.reweighted(weights), theta0, ParameterSpace(prior), **opts)
 
 
+class _Persist:
+    """Where completed bootstrap tasks are kept (a run store) and how many were reused."""
+
+    def __init__(self, store: Any):
+        self.store, self.resumed, self.computed = store, 0, 0
+
+
+_PERSIST: contextvars.ContextVar[_Persist | None] = contextvars.ContextVar(
+    "scorebayes_bootstrap_store", default=None)
+
+
+@contextlib.contextmanager
+def persisting(store: Any) -> Iterator[_Persist | None]:
+    """Inside this block :func:`bootstrap_minimisers` saves every completed task of
+    replicates to ``store`` (a :class:`~scorebayes.store.RunStore`, atomically) and reuses
+    the saved ones, so an interrupted calibration resumes to the same bits. Yields a record
+    with ``resumed`` / ``computed`` replicate counts (``store=None``: no-op, yields None)."""
+    record = _Persist(store) if store is not None else None
+    token = _PERSIST.set(record)
+    try:
+        yield record
+    finally:
+        _PERSIST.reset(token)
+
+
 def bootstrap_minimisers(loss: Any, prior: Distribution, theta_full: Tensor, *, num_bootstrap: int = 100,
                          seed: int = 0, executor: Executor | None = None, chunk_size: int | None = None,
                          method: str = "newton", num_steps: int = 200, lr: float = 0.1,
@@ -205,15 +235,73 @@ def bootstrap_minimisers(loss: Any, prior: Distribution, theta_full: Tensor, *, 
 
     With ``executor=None`` all replicates run as one vectorised batch; otherwise they are split
     into tasks of ``chunk_size`` replicates (default: 8 tasks) sent to the executor (the loss and
-    prior must then be picklable). Results do not depend on the grouping.
+    prior must then be picklable). Each replicate has its own resampling seed; the minimiser's
+    stopping rule is shared by the rows of a task, so the grouping can change the last bits.
+
+    Inside :func:`persisting` (``scorebayes run --out DIR``) the replicates are always cut
+    into tasks of ``chunk_size`` (default: 8 tasks, whatever the executor, so the result does
+    not depend on it), each completed task is saved as ``arrays/bootstrap/<first>.npy`` and
+    reused on a re-run: bit-identical to an uninterrupted run.
     """
+    if isinstance(num_bootstrap, bool) or not isinstance(num_bootstrap, int) or num_bootstrap < 1:
+        raise ValueError(f"num_bootstrap must be a positive integer, got {num_bootstrap!r}")
+    persist = _PERSIST.get()
     if chunk_size is None:
-        chunk_size = num_bootstrap if executor is None else max(1, -(-num_bootstrap // 8))
+        chunk_size = num_bootstrap if executor is None and persist is None else max(1, -(-num_bootstrap // 8))
     opts = {"method": method, "num_steps": num_steps, "lr": lr, "final_lr_ratio": final_lr_ratio, "tol": tol}
     units = [(loss, prior, theta_full, list(range(s, min(s + chunk_size, num_bootstrap))), seed, opts)
              for s in range(0, num_bootstrap, chunk_size)]
-    parts = map_units(_bootstrap_unit, units, executor=executor, progress=progress, desc="bootstrap")
-    return torch.cat(parts, dim=0)
+    if persist is None:
+        parts = map_units(_bootstrap_unit, units, executor=executor, progress=progress, desc="bootstrap")
+        return torch.cat(parts, dim=0)
+    return torch.cat(_persisted_units(persist, units, executor, progress), dim=0)
+
+
+def _persisted_units(persist: _Persist, units: list[tuple], executor: Executor | None,
+                     progress: bool) -> list[Tensor]:
+    """Run the bootstrap ``units`` not yet in the store, saving each one as it completes."""
+    store = persist.store
+    _, _, theta_full, _, seed, opts = units[0]
+    recipe = {"tasks": [u[3][0] for u in units], "replicates": sum(len(u[3]) for u in units),
+              "seed": int(seed), "options": opts,
+              "theta_full": hashlib.sha256(theta_full.to(torch.float64).numpy().tobytes()).hexdigest()}
+    old = store.load_json("bootstrap/recipe")
+    if old is not None and old != json.loads(json.dumps(recipe)):
+        raise ValueError(f"{store.path} holds bootstrap replicates of another calibration; "
+                         "re-run with --fresh (fresh=True) to start over")
+    if old is None:
+        store.save_json("bootstrap/recipe", recipe)
+    parts: dict[int, Tensor] = {}
+    for i, unit in enumerate(units):
+        if store.has_array(f"bootstrap/{unit[3][0]:06d}"):
+            parts[i] = torch.from_numpy(store.load_array(f"bootstrap/{unit[3][0]:06d}", mmap=False))
+            persist.resumed += len(unit[3])
+    todo = [i for i in range(len(units)) if i not in parts]
+
+    bar = tqdm(total=len(todo), desc="bootstrap", disable=not progress, leave=False)
+
+    def keep(i: int, result: Tensor) -> None:
+        store.save_array(f"bootstrap/{units[i][3][0]:06d}", result)
+        parts[i] = result
+        persist.computed += len(units[i][3])
+        bar.update(1)
+
+    try:
+        if executor is None:
+            for i in todo:
+                keep(i, _bootstrap_unit(units[i]))
+        else:
+            futures = {executor.submit(_bootstrap_unit, units[i]): i for i in todo}
+            try:
+                for future in as_completed(futures):
+                    keep(futures[future], future.result())
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+    finally:
+        bar.close()
+    return [parts[i] for i in range(len(units))]
 
 
 def beta_star(loss: Callable[[Tensor], Tensor], prior: Distribution, theta_boot: Tensor) -> tuple[float, float, float]:
@@ -269,6 +357,11 @@ def calibrate_beta(loss: Any, prior: Distribution, *, num_bootstrap: int = 100, 
     once no coordinate moves more than ``tol`` over 100 steps; ``0`` runs every step, as the
     paper) apply to both phases.
     """
+    for label, value in (("num_bootstrap", num_bootstrap), ("init_steps", init_steps), ("steps", steps)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{label} must be a positive integer, got {value!r}")
+    if method not in ("newton", "adam"):
+        raise ValueError(f"method must be 'newton' or 'adam', got {method!r}")
     space = ParameterSpace(prior)
     if theta_init is None:
         theta_init = sample_prior(prior, 1, generator=make_generator(seed, "init")).to(torch.float64)

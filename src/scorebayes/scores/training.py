@@ -24,6 +24,7 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from ..table_store import as_training_tensor
 from .losses import (
     curvature_penalty,
     evaluate_score,
@@ -219,14 +220,19 @@ def fit_score_network(
             cancelled in every step. Rows outside ``pairs`` are not used.
 
     The score-matching term of a row is divided by ``m`` (the :math:`1/n` of eq. 23).
+    ``x`` and ``curvature_x`` may be tables memory-mapped from a run directory
+    (:mod:`scorebayes.table_store`): minibatches then read their rows from disk, and the
+    result is bit-identical to the same table in memory.
     Returns a :class:`FitReport` (chosen lambda, validation losses).
     """
     device = next(net.parameters()).device
     dtype = next(net.parameters()).dtype
-    theta, x, grad_log_p = (t.to(device, dtype) for t in (theta, x, grad_log_p))
+    theta, grad_log_p = theta.to(device, dtype), grad_log_p.to(device, dtype)
+    x = as_training_tensor(x, device, dtype)  # a memory-mapped table stays mapped
     if curvature_theta is None:
         curvature_theta, curvature_x = theta, x
-    curvature_theta, curvature_x = curvature_theta.to(device, dtype), curvature_x.to(device, dtype)
+    curvature_theta = curvature_theta.to(device, dtype)
+    curvature_x = as_training_tensor(curvature_x, device, dtype)
     m = x.shape[1]
     net.fit_standardisation(theta, x)
     if pairs is None:
