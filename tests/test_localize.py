@@ -261,3 +261,31 @@ def test_clear_errors_before_work():
         localize(Simulator(latent=_exp_latent, transform=_exp_transform), x[:, :1], prior_3d)
     with pytest.raises(ValueError, match="latent and transform"):
         localize(Simulator(_CountingGaussian()), x, WIDE_PRIOR, method="adam")
+
+
+def _wiggly_simulator() -> Simulator:
+    """x = g(theta) + 0.3 z, g(theta) = theta + 2 sin(2 theta): |g - g*| has local minima."""
+    return Simulator(
+        latent=lambda B, n, gen: torch.randn(B, n, 1, generator=gen, dtype=torch.float64),
+        transform=lambda th, z: (th + 2 * torch.sin(2 * th))[:, None, :] + 0.3 * z)
+
+
+def test_restarts_escape_local_minima_and_are_counted():
+    # theta* = 3.5 is the only solution of g(theta) = g(3.5) on (-4, 4), but about 3/4 of prior
+    # starts stall at local maxima of g (theta ~ 0.9 or -2.2) where the SW loss is ~2 higher
+    sim = _wiggly_simulator()
+    prior = independent([torch.distributions.Uniform(torch.tensor(-4.0, dtype=torch.float64),
+                                                     torch.tensor(4.0, dtype=torch.float64))])
+    g = torch.Generator().manual_seed(3)
+    x_obs = sim(torch.tensor([[3.5]], dtype=torch.float64), 300, g)[0]
+    kw = dict(replicates=20, iterations=150, num_directions=1, seed=4)
+    single = localize(sim, x_obs, prior, **kw)
+    multi = localize(sim, x_obs, prior, restarts=16, **kw)
+    near = lambda loc: float(((loc.theta_hat[:, 0] - 3.5).abs() < 0.3).double().mean())  # noqa: E731
+    # P(a start reaches the global basin) ~ 1/4: single ~ Bin(20, 1/4); 16 starts: P(fail) ~ 1%
+    assert near(single) <= 0.5
+    assert near(multi) >= 0.9
+    assert multi.simulations == 20 * 16 * (150 + 1)
+    assert multi.theta_hat.shape == (20, 1) and multi.loss.shape == (20,)
+    with pytest.raises(ValueError, match="restarts > 1 needs"):
+        localize(sim, x_obs, prior, restarts=2, init=torch.tensor([1.0]), **kw)
