@@ -54,11 +54,11 @@ SMALL = {
     "reps": 10,
     "single": {"N": 20_000, "N_R": 2_000, "m_R": 100, "epochs": 100, "penalty_epochs": 20,
                "mean_epochs": 60, "mean_penalty_epochs": 10, "batch": 256, "lr": (3e-3, 1e-4),
-               "samples": 600, "chains": 60, "max_steps": 3_000, "localize": True},
-    "n": {"N": 1_000, "epochs": 100, "batch": 50, "samples": 400, "chains": 40, "max_steps": 1_500,
+               "samples": 600, "chains": 60, "max_steps": 20_000, "localize": True},
+    "n": {"N": 1_000, "epochs": 100, "batch": 50, "samples": 400, "chains": 40, "max_steps": 20_000,
           "localize": True},
     "abc": {"N": 20_000, "k": 200},
-    "bsl": {"chains": 4, "length": 600, "burn_in": 200, "sims": 100},
+    "bsl": {"chains": 4, "length": 3_000, "burn_in": 1_000, "sims": 100, "pilot": 40},
     "npe": {"N": 2_000, "samples": 2_000},
 }
 FULL = {
@@ -70,7 +70,7 @@ FULL = {
     "n": {"N": 20_000, "epochs": 5_000, "batch": 500, "samples": 1_000, "chains": 1_000,
           "max_steps": 20_000, "localize": False},
     "abc": {"N": 20_000, "k": 200},
-    "bsl": {"chains": 10, "length": 3_000, "burn_in": 1_000, "sims": 100},
+    "bsl": {"chains": 10, "length": 3_000, "burn_in": 1_000, "sims": 100, "pilot": 100},
     "npe": {"N": 20_000, "samples": 10_000},
 }
 
@@ -108,9 +108,14 @@ def make_methods(model, scale: dict, chosen: list[str]) -> dict:
 
     def bsl_fn(x_obs, seed):
         s = scale["bsl"]
-        return bsl(x_obs, sim, prior, summary=model.summary_fn, num_chains=s["chains"],
+        init, pilot_cost = common.bsl_pilot_init(
+            x_obs, sim, prior, model.summary_fn, num_chains=s["chains"], candidates=s["pilot"],
+            num_sims=s["sims"], generator=make_generator(seed, "bsl", "pilot"))
+        post = bsl(x_obs, sim, prior, summary=model.summary_fn, num_chains=s["chains"],
                    num_steps=s["length"], burn_in=s["burn_in"], num_sims=s["sims"], names=names,
-                   generator=make_generator(seed, "bsl"))
+                   init=init, generator=make_generator(seed, "bsl"))
+        post.info["cost_localization"] = pilot_cost  # the start-up pilot, listed separately
+        return post
 
     def npe_fn(x_obs, seed):
         s = scale["npe"]

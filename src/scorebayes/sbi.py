@@ -57,7 +57,8 @@ from .parallel import derive_seed, make_generator
 from .posterior import Posterior
 from .priors import ParameterSpace
 from .proposal import GaussianProposal, PriorSampler
-from .samplers.langevin import curvature_step_size, dense_preconditioner, run_langevin
+from .samplers.langevin import (curvature_step_size, dense_preconditioner, reflect_into_box,
+                                run_langevin)
 from .scores.networks import CrossFitMean, MeanNet, ScoreNet
 from .scores.training import (TrainingSchedule, checkpointing, fit_mean_network, fit_score_network,
                                split_indices)
@@ -494,7 +495,8 @@ class ScoreLangevin:
                 :math:`u = c + Lv` from the drift's average curvature
                 (:func:`~scorebayes.samplers.langevin.dense_preconditioner`): needed when
                 parameters are identified at very different precisions (the automatic step is
-                set by the stiffest direction). The training-region reflection is then off.
+                set by the stiffest direction). Proposals are still reflected into the training
+                region, in u coordinates.
         """
         self._check_fitted()
         if num_samples < 1:
@@ -536,7 +538,7 @@ class ScoreLangevin:
             def drift_graph(u: Tensor, lik: Callable = lik) -> Tensor:
                 return lik(u) + _prior_score_graph(self.space, u)
 
-            chain_bounds, to_u = bounds, (lambda w: w)
+            chain_bounds, to_u, constrain = bounds, (lambda w: w), None
             if precondition == "dense":  # chains in v, u = c + L v
                 center, L = dense_preconditioner(drift_graph, u0[: min(32, len(u0))])
                 u_lik, u_prior, u_drift = lik, prior_score, drift_graph
@@ -557,6 +559,12 @@ class ScoreLangevin:
 
                 u0 = torch.linalg.solve(L, (u0 - center).T).T
                 chain_bounds = None
+                L_inv = torch.linalg.inv(L)
+
+                def constrain(v: Tensor, center: Tensor = center, L: Tensor = L, L_inv: Tensor = L_inv,
+                              low: Tensor = bounds[0], high: Tensor = bounds[1]) -> Tensor:
+                    # reflect u = c + L v into the training box, then back to v
+                    return (reflect_into_box(center + v @ L.T, low, high) - center) @ L_inv.T
             if step_size == "auto":
                 probes = u0[: min(16, len(u0))]
                 est = curvature_step_size(drift_graph, probes, kappa=step_size_factor)
@@ -570,6 +578,7 @@ class ScoreLangevin:
             draws, info = run_langevin(lik, prior_score, u0, step_size=tau, num_draws=draws_per_chain,
                                        burn_in=n_burn, thin=n_thin, tempering=stages,
                                        steps_per_stage=n_stage, clip_norm=clip_norm, bounds=chain_bounds,
+                                       constrain=constrain,
                                        generator=g, progress=self.progress)
             results.append(to_u(draws[~info.diverged]))
             infos.append(info)

@@ -76,3 +76,19 @@ def test_same_generator_same_chain():
     b, _ = run_langevin(lik, prior, init, step_size=0.01, num_draws=3, burn_in=5,
                         generator=torch.Generator().manual_seed(3))
     assert torch.equal(a, b)
+
+
+def test_constrain_reflects_a_box_given_in_other_coordinates():
+    # chains in v with u = 2 v (a whitening map); the box |u| <= 1 is enforced through `constrain`
+    from scorebayes.samplers.langevin import reflect_into_box
+
+    low, high = -torch.ones(2, dtype=torch.float64), torch.ones(2, dtype=torch.float64)
+    push = lambda v: torch.full_like(v, 50.0)  # noqa: E731  drift pushing out of the box
+    zero = lambda v: torch.zeros_like(v)  # noqa: E731
+    g = torch.Generator().manual_seed(0)
+    v0 = torch.zeros(20, 2, dtype=torch.float64)
+    draws, _ = run_langevin(push, zero, v0, step_size=0.01, num_draws=50, burn_in=50,
+                            constrain=lambda v: reflect_into_box(2 * v, low, high) / 2, generator=g)
+    assert (2 * draws).abs().max() <= 1.0
+    free, _ = run_langevin(push, zero, v0, step_size=0.01, num_draws=50, burn_in=50, generator=g)
+    assert (2 * free).abs().max() > 1.0  # without it the chains leave the box

@@ -35,8 +35,8 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-__all__ = ["LangevinInfo", "StepSize", "curvature_step_size", "dense_preconditioner", "run_langevin",
-           "ChainsDivergedError"]
+__all__ = ["LangevinInfo", "StepSize", "curvature_step_size", "dense_preconditioner",
+           "reflect_into_box", "run_langevin", "ChainsDivergedError"]
 
 ScoreFn = Callable[[Tensor], Tensor]
 
@@ -125,7 +125,7 @@ def dense_preconditioner(drift: ScoreFn, points: Tensor, *, floor: float = 1e-8)
     return points.double().mean(0), vec * eig.rsqrt()
 
 
-def _reflect(u: Tensor, low: Tensor, high: Tensor) -> Tensor:
+def reflect_into_box(u: Tensor, low: Tensor, high: Tensor) -> Tensor:
     """Reflect coordinates into [low, high] (repeatedly, for large overshoots)."""
     width = high - low
     finite = torch.isfinite(width)
@@ -152,6 +152,7 @@ def run_langevin(
     steps_per_stage: int = 0,
     clip_norm: float | None = None,
     bounds: tuple[Tensor, Tensor] | None = None,
+    constrain: Callable[[Tensor], Tensor] | None = None,
     max_abs: float = 1e6,
     max_diverged_fraction: float = 0.5,
     generator: torch.Generator | None = None,
@@ -170,6 +171,8 @@ def run_langevin(
             ``steps_per_stage`` steps each (burn-in only).
         clip_norm: clip the likelihood score to this Euclidean norm (per chain).
         bounds: optional ``(low [d], high [d])``; states are reflected into the box.
+        constrain: optional map applied to every proposed state ``[C, d] -> [C, d]`` after
+            ``bounds`` (e.g. a reflection into a box expressed in other coordinates).
         max_abs: a chain with ``|u| > max_abs`` or non-finite state is declared diverged and frozen.
         max_diverged_fraction: raise :class:`ChainsDivergedError` above this fraction.
     """
@@ -202,7 +205,9 @@ def run_langevin(
                     noise = torch.randn(u.shape, generator=generator, dtype=u.dtype, device=u.device)
                     proposal = u + step_size * drift + noise_scale * noise
                     if low is not None:
-                        proposal = _reflect(proposal, low, high)
+                        proposal = reflect_into_box(proposal, low, high)
+                    if constrain is not None:
+                        proposal = constrain(proposal)
                     bad = ~torch.isfinite(proposal).all(1) | (proposal.abs() > max_abs).any(1)
                     diverged |= bad
                     u = torch.where(diverged[:, None], u, proposal)
