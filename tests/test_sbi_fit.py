@@ -61,3 +61,21 @@ def test_dense_preconditioning_samples_an_ill_conditioned_posterior():
     assert ((draws.mean(0) - mean).abs() < 4 * sd / 1000**0.5).all(), (draws.mean(0), mean)
     assert ((draws.std(0) / sd - 1).abs() < 0.1).all(), (draws.std(0), sd)
     assert post.info["precondition"] == "dense"
+
+    # the automatic schedule respects max_steps also with tempering (relaxation ~1e4 steps here)
+    import scorebayes.sbi as sbi_module
+
+    seen = {}
+    real = sbi_module.run_langevin
+
+    def spy(*args, **kwargs):
+        seen.update(kwargs)
+        return real(*args, **kwargs)
+
+    sbi_module.run_langevin = spy
+    try:
+        est.sample(40, chains=4, tempering=True, max_steps=2000, seed=2)
+    finally:
+        sbi_module.run_langevin = real
+    total = len(seen["tempering"]) * seen["steps_per_stage"] + seen["burn_in"] + seen["num_draws"] * seen["thin"]
+    assert total <= 2000, seen

@@ -485,7 +485,8 @@ class ScoreLangevin:
             step_size: :math:`\tau`, or ``"auto"``: :math:`\tau = \kappa/\lambda_{\max}` with
                 :math:`\kappa` = ``step_size_factor`` (see :func:`curvature_step_size`).
             burn_in, thin: ``"auto"``: 5 and 1 relaxation times of the slowest direction
-                (capped so that the run has at most ``max_steps`` steps).
+                (capped so that the run has at most about ``max_steps`` steps: tempering and
+                burn-in take at most half of them).
             tempering: ``True`` for likelihood weights 0.1, ..., 0.9 before :math:`t = 1`
                 (App. C.2.2), or an explicit list.
             init: ``"proposal"`` (:math:`q`, or the prior without localization) or ``"prior"``.
@@ -571,10 +572,15 @@ class ScoreLangevin:
                 tau, relax = est.step_size, est.relaxation_steps()
             else:
                 tau, relax = float(step_size), 1.0
-            n_burn = int(min(max(200, math.ceil(5 * relax)), max_steps // 2)) if burn_in == "auto" else int(burn_in)
-            n_thin = int(min(max(1, math.ceil(relax)), max(1, (max_steps - n_burn) // draws_per_chain))) \
+            # "auto" budget: tempering stages <= max_steps/4 in total (uncapped, a stiff posterior with
+            # relax ~1e6 and 9 stages ran for hours), tempering + burn-in <= max_steps/2, draws the rest
+            n_stage = int(min(max(50, math.ceil(relax)), max(50, max_steps // (4 * max(1, len(stages)))))) \
+                if steps_per_stage == "auto" else int(steps_per_stage)
+            n_burn = int(min(max(200, math.ceil(5 * relax)), max(200, max_steps // 2 - len(stages) * n_stage))) \
+                if burn_in == "auto" else int(burn_in)
+            spare = max_steps - n_burn - len(stages) * n_stage
+            n_thin = int(min(max(1, math.ceil(relax)), max(1, spare // draws_per_chain))) \
                 if thin == "auto" else int(thin)
-            n_stage = int(max(50, math.ceil(relax))) if steps_per_stage == "auto" else int(steps_per_stage)
             draws, info = run_langevin(lik, prior_score, u0, step_size=tau, num_draws=draws_per_chain,
                                        burn_in=n_burn, thin=n_thin, tempering=stages,
                                        steps_per_stage=n_stage, clip_norm=clip_norm, bounds=chain_bounds,
