@@ -74,7 +74,7 @@ SMALL = {
                "batch": 1000, "mean_epochs": 60, "mean_penalty_epochs": 20},
     "n": {"N": 200, "epochs": 15, "penalty_epochs": 5, "batch": 20},
     "n5x": {"N": 1000, "epoch_divisor": 5},
-    "sampling": {"num_samples": 1000, "chains": 100},
+    "sampling": {"num_samples": 1000, "chains": 100, "max_steps": 4000},
     "abc": {"N": 2000, "k": 100},
     "bsl": {"chains": 4, "steps": 400, "burn_in": 100, "sims": 50},
     "npe": {"N": 5000, "epochs": 50, "samples": 4000},
@@ -181,16 +181,17 @@ def score_model(model, cfg: dict, *, mode: str = "single", localize: bool = True
 def _score_result(sl: ScoreLangevin, cfg: dict, seed: int, reference=None) -> MethodResult:
     """Sample (preconditioned, our fix) and, for comparison, the plain ``sl.sample`` ULA."""
     sm = cfg["sampling"]
+    max_steps = sm.get("max_steps", SINGLE_OPTIONS["max_steps"])
     plain = sl.sample(sm["num_samples"], chains=sm["chains"], tempering=SINGLE_OPTIONS["tempering"],
-                      step_size_factor=SINGLE_OPTIONS["step_size_factor"], seed=seed)
+                      step_size_factor=SINGLE_OPTIONS["step_size_factor"], seed=seed, max_steps=max_steps)
     extra = {"plain_ula": {k: plain.info[k] for k in ("step_size_c", "burn_in", "thin", "edge_fraction")}}
     if SINGLE_OPTIONS["precondition"]:
         post = preconditioned_sample(sl, sm["num_samples"], chains=sm["chains"], seed=seed,
                                      kappa=SINGLE_OPTIONS["step_size_factor"],
-                                     tempering=SINGLE_OPTIONS["tempering"], max_steps=SINGLE_OPTIONS["max_steps"])
+                                     tempering=SINGLE_OPTIONS["tempering"], max_steps=max_steps)
         if reference is not None:
             extra["plain_ula"].update(reference(plain))
-        extra["preconditioned"] = {k: post.info[k] for k in ("burn_in", "thin", "relaxation_steps")}
+        extra["preconditioned"] = {k: post.info.get(k) for k in ("burn_in", "thin", "relaxation_steps")}
     else:
         post = plain
     stages = dict(sl.simulations_)

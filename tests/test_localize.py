@@ -289,3 +289,19 @@ def test_restarts_escape_local_minima_and_are_counted():
     assert multi.theta_hat.shape == (20, 1) and multi.loss.shape == (20,)
     with pytest.raises(ValueError, match="restarts > 1 needs"):
         localize(sim, x_obs, prior, restarts=2, init=torch.tensor([1.0]), **kw)
+
+
+def test_fixed_length_simulator_passes_the_pilot():
+    # a simulator that only produces series of the observed length (like the epidemic model)
+    T = 20
+
+    def latent(B, n, gen):
+        if n != T:
+            raise ValueError(f"this simulator returns T={T} rows; got n={n}")
+        return torch.randn(B, n, 1, generator=gen, dtype=torch.float64)
+
+    sim = Simulator(latent=latent, transform=lambda th, z: th[:, None, :] + z)
+    prior = independent([torch.distributions.Normal(torch.tensor(0.0, dtype=torch.float64), 3.0)])
+    x_obs = 1.0 + torch.randn(T, 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    loc = localize(sim, x_obs, prior, replicates=4, iterations=20, num_directions=1)
+    assert loc.theta_hat.shape == (4, 1)

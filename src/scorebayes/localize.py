@@ -27,7 +27,8 @@ The proposal is :math:`q_u = \mathcal N(\hat\mu, \operatorname{diag}\hat s^2)` w
 the (diagonal) standard deviation of :math:`\hat u^{(b)}` (METHODS.md I.4, V.A11), as a
 :class:`~scorebayes.proposal.GaussianProposal`. Theorem 2: :math:`\|\hat\theta - \theta^*\| =
 O_p(n^{-1/2} + m^{-1/2})`. Cost (METHODS.md I.10): :math:`B \times \text{iterations} \times m/n`
-datasets of size :math:`n` (a 2 x 3-row pilot call that validates shapes is not counted).
+datasets of size :math:`n` (a pilot call with 2 data sets of size :math:`m` that validates
+shapes is not counted).
 
 Simulators without ``latent``/``transform`` use a derivative-free fallback: replicate
 :math:`b` re-seeds its own generator ``make_generator(seed, "localize", "crn", b)`` at every
@@ -238,7 +239,7 @@ def localize(
         raise ValueError("method='adam' needs a simulator with latent and transform")
     if restarts > 1 and (method != "adam" or not isinstance(init, str)):
         raise ValueError("restarts > 1 needs method='adam' and init='prior'")
-    _pilot(simulator, prior, space.dim, p, seed, method == "adam")
+    _pilot(simulator, prior, space.dim, p, m, seed, method == "adam")
     u0 = _initial_u(init, prior, space, replicates * restarts, seed)
     scale = _step_scale(step_scale, prior, space, seed)
     if method == "adam":
@@ -386,20 +387,21 @@ def _check_observed(x_obs) -> Tensor:
     return x
 
 
-def _pilot(simulator: Simulator, prior, d: int, p: int, seed: int, smooth: bool) -> None:
-    """Two prior draws, three observations each: fail early with a clear message."""
+def _pilot(simulator: Simulator, prior, d: int, p: int, m: int, seed: int, smooth: bool) -> None:
+    """Two prior draws, ``m`` observations each (the size the optimisation simulates, as some
+    simulators only produce one length, e.g. a time series): fail early with a clear message."""
     g = make_generator(seed, "localize", "pilot")
     theta = sample_prior(prior, 2, generator=g).to(torch.float64)
     try:
         if smooth:
-            x = simulator.smooth_transform(theta, simulator.latent(2, 3, g))
+            x = simulator.smooth_transform(theta, simulator.latent(2, m, g))
         else:
-            x = simulator(theta, 3, g)
-        x = check_simulation(x, 2, 3)
+            x = simulator(theta, m, g)
+        x = check_simulation(x, 2, m)
     except Exception as err:
         raise ValueError(
             f"the simulator failed on a pilot call with theta [2, d={d}] drawn from the "
-            f"prior and 3 observations ({type(err).__name__}: {err}); check that the "
+            f"prior and {m} observations ({type(err).__name__}: {err}); check that the "
             "prior's dimension matches the simulator's parameters"
         ) from err
     if x.shape[2] != p:

@@ -607,6 +607,7 @@ class ScoreLangevin:
             "step_size_c": info0.step_size * self.n_obs_,
             "burn_in": info0.burn_in,
             "thin": info0.thin,
+            "relaxation_steps": float(relax),
             "chains": int(u_draws.shape[0]),
             "diverged_chains": int(sum(int(i.diverged.sum()) for i in infos)),
             "edge_fraction": edge_fraction,
