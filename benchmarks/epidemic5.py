@@ -132,9 +132,15 @@ def make_methods(model, scale: dict, chosen: list[str], *, localize: bool, seed:
     def bsl_fn(x_obs, s_):
         s = scale["bsl"]
         q, c = proposal(x_obs)
+        init = None
+        if q is None:  # prior tables: start at the best prior draws by synthetic likelihood
+            init, pilot = common.bsl_pilot_init(
+                x_obs, sim, prior, model.summary_fn, num_chains=s["chains"], candidates=5 * s["chains"],
+                num_sims=s["sims"], generator=make_generator(s_, "bsl", "pilot"))
+            c = c + pilot
         return tag(bsl(x_obs, sim, prior, summary=model.summary_fn, num_chains=s["chains"],
                        num_steps=s["length"], burn_in=s["burn_in"], num_sims=s["sims"], sampler=q,
-                       names=names, generator=make_generator(s_, "bsl")), c)
+                       init=init, names=names, generator=make_generator(s_, "bsl")), c)
 
     def npe_fn(x_obs, s_):
         s = scale["npe"]

@@ -57,8 +57,8 @@ def flaky(theta, n, generator=None):        # random, transient faults
     return clean(theta, n, generator)
 '''
 
-CONFIG = '''
-method = "score-langevin"
+# the same model, data and prior for every method
+HEADER = '''
 seed = 3
 [model]
 simulator = "sims.py:slow"
@@ -70,7 +70,9 @@ scale = 5.0
 true_parameters = [1.0]
 n = 30
 [options]
-num_simulations = 1500
+'''
+
+CONFIG = '\nmethod = "score-langevin"' + HEADER + '''num_simulations = 1500
 block_size = 50
 num_groups = 100
 group_size = 30
@@ -82,20 +84,7 @@ mean_schedule = { epochs = 3 }
 num_samples = 200
 '''
 
-BSL_CONFIG = '''
-method = "bsl"
-seed = 3
-[model]
-simulator = "sims.py:slow"
-[[prior]]
-dist = "normal"
-loc = 0.0
-scale = 5.0
-[data]
-true_parameters = [1.0]
-n = 30
-[options]
-num_chains = 4
+BSL_CONFIG = '\nmethod = "bsl"' + HEADER + '''num_chains = 4
 num_steps = 80
 burn_in = 20
 num_sims = 20
