@@ -555,6 +555,11 @@ def write_outputs(args, cfg_name: str, table: dict, gibbs: dict | None, fig8: li
 
 
 NOTES = [
+    "STATUS (session 3): only the single-model of repetition 0 has run at the small scale (N = 20,000, "
+    "N_R = 300 x 1,000, 20 + 10 epochs; 923 s on a shared machine), and it FAILS: at the posterior its "
+    "learned score's squared error (3.45e6, summed over n) is about 6x the true score's squared norm "
+    "(5.9e5), so neither plain ULA (KS 0.82) nor the preconditioned sampler (KS 0.68) lands on the "
+    "Gibbs posterior. The other methods were not run (a full repetition exceeds this session's budget).",
     "KS/W1: per grid point between our posterior of B_M(x) and the Gibbs posterior, averaged over the "
     "101 points and the repetitions (SD over repetitions in parentheses).",
     "Coverage/width: pointwise equal-tailed 95% band of B_M(x) against tanh(4x+2), grid-averaged.",
