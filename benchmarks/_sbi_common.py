@@ -259,11 +259,25 @@ def write_results(name: str, *, command: str, reps: int, methods: dict, paper: d
             if ref is not None:
                 lines.append(f"| {m} | paper | {_fmt(ref[0])} ({_fmt(ref[1])}) | "
                              f"{_fmt(ref[2])} ({_fmt(ref[3])}) | {_fmt(ref[4])} |")
+    write_markdown(name, lines, notes, figures)
+
+
+def write_markdown(name: str, lines: list[str], notes: Sequence[str] = (),
+                   figures: Sequence[str] = ()) -> None:
+    """Write ``RESULTS/NAME.md``: ``lines``, then a Notes and a Figures section when given."""
     if notes:
-        lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
+        lines = lines + ["", "## Notes", ""] + [f"- {n}" for n in notes]
     if figures:
-        lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
+        lines = lines + ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
     (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
+
+
+def scale_note(scale: dict, reps: int, full: bool) -> str:
+    """The ``Scale:`` line of a table benchmark: the paper's scale, or the small settings used."""
+    if full:
+        return "paper scale"
+    return (f"small scale for a shared 2-core machine: {reps} repetitions; "
+            + "; ".join(f"{k}: {v}" for k, v in scale.items() if k != "reps"))
 
 
 def pyplot():

@@ -197,9 +197,7 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
     summary = common.summarise(records, model.reported_names, reps=args.reps)
     figures = figure(model, name, [r for r in records if r["rep"] < args.reps], fig_name)
     seconds = max(time.perf_counter() - start, sum(r["seconds"] for r in records if r["rep"] < args.reps))
-    scale_note = ("paper scale" if args.full else
-                  f"small scale for a shared 2-core machine: {args.reps} repetitions; " +
-                  "; ".join(f"{k}: {v}" for k, v in scale.items() if k != "reps"))
+    scale_note = common.scale_note(scale, args.reps, args.full)
     notes = [
         "Cost unit: one simulated summary matrix S (T = 52 rows). n-model, ABC, NPE: N; BSL: chains x "
         "length x simulations per iteration; localization reported separately.",

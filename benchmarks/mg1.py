@@ -178,9 +178,7 @@ def main(argv=None) -> None:
     summary = common.summarise(records, NAMES, reps=args.reps)
     figures = figure(model, list(methods))
     seconds = max(time.perf_counter() - start, sum(r["seconds"] for r in records if r["rep"] < args.reps))
-    scale_note = ("paper scale" if args.full else
-                  f"small scale for a shared 2-core machine: {args.reps} repetitions; " +
-                  "; ".join(f"{k}: {v}" for k, v in scale.items() if k != "reps"))
+    scale_note = common.scale_note(scale, args.reps, args.full)
     notes = [
         "Cost unit: one data set of n = 500 queues. single-model: N/n + N_R m_R/n; n-model, ABC, NPE: N; "
         "BSL: chains x length x simulations per iteration. The paper uses no localization (prior tables).",

@@ -44,6 +44,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _sbi_common import (  # noqa: E402
     RESULTS, MethodResult, command_line, machine, parse_args, pyplot, run_repetitions,
+    write_markdown,
 )
 
 import scorebayes.localize as localize_module  # noqa: E402
@@ -547,11 +548,7 @@ def write_outputs(args, cfg_name: str, table: dict, gibbs: dict | None, fig8: li
             vals = {k: np.mean([rep[name][k] for rep in fig8]) for k in ("loss-1", "loss-n", "loss-n-posterior", "cost")}
             lines.append(f"| {name} | {_f(vals['loss-1'])} | {_f(vals['loss-n'])} | "
                          f"{_f(vals['loss-n-posterior'])} | {_f(vals['cost'])} |")
-    if notes:
-        lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
-    if figures:
-        lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
-    (RESULTS / f"{NAME}.md").write_text("\n".join(lines) + "\n")
+    write_markdown(NAME, lines, notes, figures)
 
 
 NOTES = [
