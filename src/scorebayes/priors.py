@@ -282,7 +282,11 @@ class ParameterSpace:
         return grad
 
     def pushforward_score(self, u: Tensor, score_theta: Tensor) -> Tensor:
-        r"""Chain rule :math:`J_T(u)^\top s_\theta`, ``[B, d], [B, d] -> [B, d]``."""
+        r"""Chain rule :math:`J_T(u)^\top s_\theta`, ``[B, d], [B, d] -> [B, d]``.
+
+        No graph is kept: ``u`` is detached, so the result cannot be differentiated in ``u``
+        (a drift whose Jacobian is needed, e.g. for the automatic step size, must apply the
+        chain rule itself; see ``benchmarks/smh_sbi.py``'s ``ExactScore``)."""
         with torch.enable_grad():
             u = u.detach().requires_grad_(True)
             theta = self.to_constrained(u)
