@@ -186,7 +186,8 @@ def figure(model, name: str, records: list[dict], fig_name: str) -> list[str]:
 
 
 def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SMALL, full: dict = FULL,
-         localize: bool = False, fig_name: str = "epidemic5_fig5.png", argv=None) -> None:
+         localize: bool = False, fig_name: str = "epidemic5_fig5.png", extra_notes: tuple[str, ...] = (),
+         argv=None) -> None:
     args = common.parse_args(f"{name} benchmark", small["reps"], METHODS, argv)
     scale = full if args.full else small
     model = get_model(name)
@@ -203,6 +204,7 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
         "length x simulations per iteration; localization reported separately.",
         "n-model = ScoreLangevin(mode='full'): the paper's full-data score network on vec(S).",
         "The paper's NPE row is Chatha et al.'s Gaussian NPE (our 'gaussian-npe'); 'npe' is the MAF of sbi.",
+        *extra_notes,
     ]
     common.write_results(name, command=common.command_line(name), reps=args.reps, methods=summary,
                          paper=paper, scale_note=scale_note, notes=notes, figures=figures, seconds=seconds)

@@ -59,6 +59,7 @@ from .priors import ParameterSpace
 from .proposal import GaussianProposal, PriorSampler
 from .samplers.langevin import (curvature_step_size, dense_preconditioner, reflect_into_box,
                                 run_langevin)
+from .scores.local_debias import LocalLinearCorrection, fit_local_correction
 from .scores.networks import CrossFitMean, MeanNet, ScoreNet
 from .scores.training import (TrainingSchedule, checkpointing, fit_mean_network, fit_score_network,
                                split_indices)
@@ -431,6 +432,48 @@ class ScoreLangevin:
             out.append(self.score_net_(u[:, None, :], x).mean(1).cpu())
         return torch.cat(out)
 
+    def refine_debiasing(self, posterior: Posterior, *, num_groups: int | None = None,
+                         group_size: int | None = None, inflation: float = 2.0) -> ScoreLangevin:
+        r"""Refine the debiasing network around ``posterior`` (single-model; beyond the paper).
+
+        Draws ``num_groups`` parameters from :math:`\mathcal N(c, \mathrm{diag}(r^2))` in ``u``
+        (``c``, ``r``: the posterior draws' median and ``inflation`` x 1.4826 MAD, robust to a
+        few stray chains), simulates ``group_size``
+        observations for each, and adds the least-squares linear fit of the residual group means
+        to :math:`h_\psi` (:mod:`scorebayes.scores.local_debias`). Repeated calls refine further.
+        Later chains are reflected into the region of the last correction (centre +- 4 x its
+        spread), where the linear fit holds; draws piling up at its edge trigger the usual
+        edge warning.
+        Cost is recorded as ``simulations_["refine<k>"]``. Call :meth:`sample` again afterwards.
+        """
+        self._check_fitted()
+        if self.mode != "single" or self.mean_net_ is None:
+            raise ValueError("refine_debiasing needs mode='single' with debiasing (debias != 'none')")
+        if inflation <= 0:
+            raise ValueError(f"inflation must be > 0, got {inflation}")
+        d = self.space.dim
+        draws = torch.as_tensor(posterior.draws, dtype=torch.float64).reshape(-1, posterior.draws.shape[-1])
+        if draws.shape[-1] != d or len(draws) < 2:
+            raise ValueError(f"posterior must hold at least 2 draws of dimension {d}, got {tuple(posterior.draws.shape)}")
+        u, keep = self._to_u(draws)
+        u = u[keep]
+        # robust centre and spread: a few chains stuck at a boundary must not widen the region
+        center = u.median(0).values
+        mad = (u - center).abs().median(0).values * 1.4826
+        spread = (inflation * torch.where(mad > 0, mad, u.std(0))).clamp_min(1e-6)
+        k = len(getattr(self, "refinements_", []))
+        num = num_groups or self.num_groups
+        m = group_size or self.group_size or min(1000, max(100, self.n_obs_))
+        u_r, x_r, cost = self._table(GaussianProposal(self.space, center, spread), num, m, f"refine{k}")
+        residual = self._group_means(u_r, x_r) - self.mean_net_(u_r.float().to(self.device)).detach().cpu()
+        intercept, slope, residual_sd = fit_local_correction(u_r, residual, center)
+        self.mean_net_ = LocalLinearCorrection(self.mean_net_, intercept, slope, center).to(self.device)
+        self.simulations_[f"refine{k}"] = cost
+        self.refinements_ = [*getattr(self, "refinements_", []), {
+            "center": center, "spread": spread, "intercept": intercept, "slope": slope,
+            "residual_sd": residual_sd, "groups": len(u_r), "group_size": m}]
+        return self
+
     # ------------------------------------------------------------------ score
     def likelihood_score(self, u: Tensor, x_obs: Tensor | None = None, *, compiled: bool = False) -> Tensor:
         r"""Learned :math:`\nabla_u\log p(\mathbf X^*\mid T(u))`, ``u [C, d] -> [C, d]`` (float64).
@@ -516,8 +559,13 @@ class ScoreLangevin:
         per_copy = chains // copies
         draws_per_chain = math.ceil(num_samples / chains)
         stages = tuple(i / 10 for i in range(1, 10)) if tempering is True else tuple(tempering or ())
-        # chains stay where the score was learned (reflection at the training region's edge)
+        # chains stay where the score was learned (reflection at the training region's edge),
+        # and after refine_debiasing where the local correction was fitted (centre +- 4 spreads)
         low, high = self.training_region_
+        if getattr(self, "refinements_", None):
+            last = self.refinements_[-1]
+            low = torch.maximum(low, last["center"] - 4 * last["spread"])
+            high = torch.minimum(high, last["center"] + 4 * last["spread"])
         if self.support_fn is not None:
             s_low, s_high = self.support_fn(self.x_obs_)
             low = torch.maximum(low, self.space.to_unconstrained(torch.as_tensor(s_low, dtype=torch.float64)))

@@ -35,6 +35,7 @@ __all__ = [
     "as_observed",
     "seed_from",
     "importance_weights",
+    "pareto_smooth",
     "kish_ess",
     "uses_prior",
     "simulate_reduced",
@@ -106,6 +107,36 @@ def importance_weights(theta: Tensor, prior: Distribution, sampler: Any) -> Tens
             "all importance weights pi/q are zero: no kept parameter lies in the prior's support"
         )
     return torch.softmax(log_w, 0)
+
+
+def pareto_smooth(weights: Tensor | None, smoothing: str | None = "psis") -> tuple[Tensor | None, float | None]:
+    r"""Pareto-smoothed importance weights and their :math:`\hat k` diagnostic.
+
+    PSIS replaces the largest raw weights by expected order statistics of a generalised Pareto
+    fit to the tail (``arviz.psislw``), which bounds the variance that a few huge
+    :math:`\pi/q` ratios cause in the tails of :math:`q`. :math:`\hat k > 0.7` means that the
+    weighted estimates are unreliable even after smoothing (report it, do not hide it).
+    ``smoothing=None`` returns the weights unchanged (the paper's plain self-normalisation).
+
+    Arguments:
+        weights: self-normalised weights ``[N]`` (``None``: unweighted, returned as is).
+
+    References:
+        | Pareto smoothed importance sampling (Vehtari, Simpson, Gelman, Yao, Gabry, JMLR 2024)
+    """
+    if smoothing not in (None, "psis"):
+        raise ValueError(f"weight smoothing must be None or 'psis', got {smoothing!r}")
+    if weights is None or smoothing is None:
+        return weights, None
+    import arviz  # only needed here
+
+    positive = weights > 0
+    if int(positive.sum()) < 5:  # too few weights to fit a tail
+        return weights, math.inf
+    log_w, k_hat = arviz.psislw(weights[positive].log().numpy())
+    smoothed = torch.zeros_like(weights)
+    smoothed[positive] = torch.softmax(torch.as_tensor(log_w, dtype=weights.dtype), 0)
+    return smoothed, float(k_hat)
 
 
 def kish_ess(weights: Tensor | None, num: int) -> float:

@@ -40,8 +40,8 @@ from tqdm.auto import tqdm
 
 from ..posterior import Posterior
 from ..priors import ParameterSpace
-from ._common import (as_observed, importance_weights, kish_ess, sample_in_support, seed_from,
-                      training_pairs)
+from ._common import (as_observed, importance_weights, kish_ess, pareto_smooth,
+                      sample_in_support, seed_from, training_pairs)
 
 __all__ = ["GaussianDensityNetwork", "gaussian_npe"]
 
@@ -103,6 +103,7 @@ def gaussian_npe(
     patience: int = 20,
     validation_fraction: float = 0.25,
     unconstrained: bool = True,
+    weight_smoothing: str | None = "psis",
     names: Sequence[str] | None = None,
     block_size: int = 256,
     chunk_size: int = 4096,
@@ -125,6 +126,9 @@ def gaussian_npe(
         max_epochs, patience: early stopping on the validation NLL; the best state is kept.
         validation_fraction: held-out share of the table.
         unconstrained: model :math:`u = T^{-1}(\theta)` (default) or :math:`\theta`.
+        weight_smoothing: ``"psis"`` (default) Pareto-smooths the :math:`\pi/q` weights and
+            reports :math:`\hat k` as ``info["pareto_k"]`` (> 0.7: unreliable); ``None`` is the
+            paper's plain self-normalisation (:func:`~scorebayes.baselines._common.pareto_smooth`).
         names: ``d`` parameter names.
         generator: all randomness (table, split, initialisation, batches, draws).
         progress: progress bars.
@@ -136,6 +140,7 @@ def gaussian_npe(
     """
     start = time.perf_counter()
     x_obs = as_observed(x_obs)
+    pareto_smooth(None, weight_smoothing)  # option check before any simulation
     for label, value in (("num_samples", num_samples), ("hidden_features", hidden_features),
                          ("num_layers", num_layers), ("max_epochs", max_epochs),
                          ("patience", patience)):
@@ -201,7 +206,7 @@ def gaussian_npe(
         return space.to_constrained(out) if unconstrained else out
 
     draws, accept_rate = sample_in_support(draw, prior, num_samples)
-    weights = importance_weights(draws, prior, sampler)
+    weights, pareto_k = pareto_smooth(importance_weights(draws, prior, sampler), weight_smoothing)
     cov_std = tril @ tril.T
     info = {
         "method": "npe",
@@ -219,6 +224,7 @@ def gaussian_npe(
         "support_acceptance": accept_rate,
         "weighted": weights is not None,
         "ess": kish_ess(weights, num_samples),
+        "pareto_k": pareto_k,
         "seconds": time.perf_counter() - start,
     }
     return Posterior(draws, names, weights=weights, info=info)

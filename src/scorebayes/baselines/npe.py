@@ -44,8 +44,8 @@ from torch.distributions import Distribution
 
 from ..posterior import Posterior
 from ..priors import ParameterSpace
-from ._common import (as_observed, importance_weights, kish_ess, sample_in_support, seed_from,
-                      training_pairs)
+from ._common import (as_observed, importance_weights, kish_ess, pareto_smooth,
+                      sample_in_support, seed_from, training_pairs)
 
 __all__ = ["npe"]
 
@@ -89,6 +89,7 @@ def npe(
     stop_after_epochs: int = 20,
     validation_fraction: float = 0.1,
     unconstrained: bool = False,
+    weight_smoothing: str | None = "psis",
     names: Sequence[str] | None = None,
     block_size: int = 256,
     chunk_size: int = 4096,
@@ -113,6 +114,9 @@ def npe(
             ``sbi`` training (Adam, early stopping on the validation loss).
         unconstrained: fit the flow to :math:`u = T^{-1}(\theta)` instead of :math:`\theta`
             (no leakage outside bounded supports); the paper fits :math:`\theta`.
+        weight_smoothing: ``"psis"`` (default) Pareto-smooths the :math:`\pi/q` weights and
+            reports :math:`\hat k` as ``info["pareto_k"]`` (> 0.7: unreliable); ``None`` is the
+            paper's plain self-normalisation (:func:`~scorebayes.baselines._common.pareto_smooth`).
         names: ``d`` parameter names.
         block_size, chunk_size, executor: how the table is simulated (see ``simulate_table``).
         generator: source of the run seed (table, network initialisation, training, draws).
@@ -130,6 +134,7 @@ def npe(
     except ImportError:  # pragma: no cover - depends on the environment
         raise ImportError("npe() needs the sbi package: pip install sbi") from None
     x_obs = as_observed(x_obs)
+    pareto_smooth(None, weight_smoothing)  # option check before any simulation
     for label, value in (("num_samples", num_samples), ("num_transforms", num_transforms),
                          ("hidden_features", hidden_features), ("batch_size", batch_size),
                          ("max_epochs", max_epochs), ("stop_after_epochs", stop_after_epochs)):
@@ -166,7 +171,7 @@ def npe(
             return space.to_constrained(out) if unconstrained else out
 
         draws, accept_rate = sample_in_support(draw, prior, num_samples)
-    weights = importance_weights(draws, prior, sampler)
+    weights, pareto_k = pareto_smooth(importance_weights(draws, prior, sampler), weight_smoothing)
     summary_info = getattr(inference, "_summary", {}) or {}
     epochs = summary_info.get("epochs_trained", [None])
     best = summary_info.get("best_validation_loss", [None])
@@ -181,6 +186,7 @@ def npe(
         "support_acceptance": accept_rate,
         "weighted": weights is not None,
         "ess": kish_ess(weights, num_samples),
+        "pareto_k": pareto_k,
         "seconds": time.perf_counter() - start,
     }
     return Posterior(draws, names, weights=weights, info=info)
