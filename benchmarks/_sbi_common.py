@@ -158,8 +158,11 @@ def _load_partial(path: Path, seed: int) -> dict[tuple[str, int], dict]:
 def run_repetitions(name: str, model: Any, methods: dict[str, Callable[[Tensor, int], Any]], *,
                     reps: int, seed: int = 0, fresh: bool = False, progress: bool = True,
                     observed_fn: Callable[[int, torch.Generator], Tensor] | None = None,
-                    record_fn: Callable[..., dict] | None = None) -> list[dict]:
-    """Run every method on ``reps`` observed data sets, saving each record as it completes."""
+                    record_fn: Callable[..., dict] | None = None,
+                    max_reps: dict[str, int] | None = None) -> list[dict]:
+    """Run every method on ``reps`` observed data sets, saving each record as it completes.
+
+    ``max_reps`` caps the repetitions of expensive methods (``{method: k}``: only the first k)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}_partial.jsonl"
     if fresh and path.exists():
@@ -168,11 +171,13 @@ def run_repetitions(name: str, model: Any, methods: dict[str, Callable[[Tensor, 
     truth = model.to_reported(model.true_parameters).numpy()
     records = []
     for r in range(reps):
-        todo = [m for m in methods if (m, r) not in done]
+        cap = max_reps or {}
+        active = {m: fn for m, fn in methods.items() if r < cap.get(m, reps)}
+        todo = [m for m in active if (m, r) not in done]
         if todo:
             gen = make_generator(seed, "observed", r)
             x_obs = observed_fn(r, gen) if observed_fn is not None else model.observed(gen)
-        for method, fn in methods.items():
+        for method, fn in active.items():
             if (method, r) in done:
                 records.append(done[(method, r)])
                 continue

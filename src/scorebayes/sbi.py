@@ -432,7 +432,7 @@ class ScoreLangevin:
             out.append(self.score_net_(u[:, None, :], x).mean(1).cpu())
         return torch.cat(out)
 
-    def refine_debiasing(self, posterior: Posterior, *, num_groups: int | None = None,
+    def refine_debiasing(self, posterior: Posterior | None = None, *, num_groups: int | None = None,
                          group_size: int | None = None, inflation: float = 2.0) -> ScoreLangevin:
         r"""Refine the debiasing network around ``posterior`` (single-model; beyond the paper).
 
@@ -445,6 +445,8 @@ class ScoreLangevin:
         spread), where the linear fit holds; draws piling up at its edge trigger the usual
         edge warning.
         Cost is recorded as ``simulations_["refine<k>"]``. Call :meth:`sample` again afterwards.
+        ``posterior=None`` refines over the localized proposal :math:`q` instead (its mean and
+        SD, no further inflation): a first step when the unrefined posterior is far off.
         """
         self._check_fitted()
         if self.mode != "single" or self.mean_net_ is None:
@@ -452,15 +454,21 @@ class ScoreLangevin:
         if inflation <= 0:
             raise ValueError(f"inflation must be > 0, got {inflation}")
         d = self.space.dim
-        draws = torch.as_tensor(posterior.draws, dtype=torch.float64).reshape(-1, posterior.draws.shape[-1])
-        if draws.shape[-1] != d or len(draws) < 2:
-            raise ValueError(f"posterior must hold at least 2 draws of dimension {d}, got {tuple(posterior.draws.shape)}")
-        u, keep = self._to_u(draws)
-        u = u[keep]
-        # robust centre and spread: a few chains stuck at a boundary must not widen the region
-        center = u.median(0).values
-        mad = (u - center).abs().median(0).values * 1.4826
-        spread = (inflation * torch.where(mad > 0, mad, u.std(0))).clamp_min(1e-6)
+        if posterior is None:
+            if not isinstance(self.proposal_, GaussianProposal):
+                raise ValueError("refine_debiasing(None) needs a localized proposal (localize=True)")
+            center, spread = self.proposal_.mean.double(), self.proposal_.sd.double()
+        else:
+            draws = torch.as_tensor(posterior.draws, dtype=torch.float64).reshape(-1, posterior.draws.shape[-1])
+            if draws.shape[-1] != d or len(draws) < 2:
+                raise ValueError(f"posterior must hold at least 2 draws of dimension {d}, "
+                                 f"got {tuple(posterior.draws.shape)}")
+            u, keep = self._to_u(draws)
+            u = u[keep]
+            # robust centre and spread: a few chains stuck at a boundary must not widen the region
+            center = u.median(0).values
+            mad = (u - center).abs().median(0).values * 1.4826
+            spread = (inflation * torch.where(mad > 0, mad, u.std(0))).clamp_min(1e-6)
         k = len(getattr(self, "refinements_", []))
         num = num_groups or self.num_groups
         m = group_size or self.group_size or min(1000, max(100, self.n_obs_))

@@ -81,6 +81,22 @@ def test_layout_metrics_and_resume(common, tmp_path):
     assert len((tmp_path / "fake_partial.jsonl").read_text().splitlines()) == 40
 
 
+def test_max_reps_caps_expensive_methods(common, tmp_path):
+    calls = {"cheap": 0, "costly": 0}
+
+    def counted(name):
+        def method(x, s):
+            calls[name] += 1
+            return _exact_method(x, s)
+        return method
+
+    recs = common.run_repetitions("capped", _Fake(), {"cheap": counted("cheap"), "costly": counted("costly")},
+                                  reps=4, seed=1, progress=False, max_reps={"costly": 2})
+    assert calls == {"cheap": 4, "costly": 2}
+    summary = common.summarise(recs, ["a", "b"], reps=4)
+    assert summary["cheap"]["reps"] == 4 and summary["costly"]["reps"] == 2
+
+
 def test_pruned_abc_equals_full_abc(common):
     from scorebayes.baselines import wasserstein1
     from scorebayes.parallel import make_generator

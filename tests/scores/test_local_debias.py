@@ -93,3 +93,9 @@ def test_refinement_needs_the_single_model_with_debiasing():
     est.mode = "n"
     with pytest.raises(ValueError, match="mode='single'"):
         est.refine_debiasing(est.sample(50, chains=4))
+
+
+def test_refinement_over_the_proposal_needs_a_localized_one():
+    est, _, _ = _fitted()  # prior tables: no Gaussian proposal to refine over
+    with pytest.raises(ValueError, match="localized proposal"):
+        est.refine_debiasing(None)
