@@ -8,9 +8,18 @@ beta* against Lyddon's beta over bootstrap realisations of the data set (paper: 
 for the PGM and 0.9971 for the CMP-GM; Lyddon's beta unstable, sometimes negative; total time
 1,896 s).
 
-Small scale (default): NUTS with 2 chains x (150 warm-up + 150 draws), 20 predictive draws,
-3 data realisations for the stability study. ``--full``: 4 chains x (5000 + 5000) thinned to
-100, 100 predictive draws, 10 realisations.
+NUTS is preconditioned by the Laplace approximation at the mode of the generalised posterior
+(a dense mass matrix, fixed; pyro still adapts a diagonal one on top), target acceptance 0.85,
+and every chain starts from a draw of that Laplace approximation, i.e. in the sign orthant of
+the DFD minimiser: the squared parametrisation makes the posterior of the unconstrained
+parameters symmetric under flipping the sign of any squared parameter, and chains started from
+prior draws sit in different mirror copies (R-hat 1.9 in the first run). R-hat and ESS are
+reported for the raw parameters and for the identified ones (absolute values of the squared
+parameters, the paper's convention).
+
+Small scale (default): 4 chains x (150 warm-up + 150 draws), 20 predictive draws, 3 data
+realisations for the stability study. ``--full``: 4 chains x (5000 + 5000) thinned to 100,
+100 predictive draws, 10 realisations, and beta* (CMP-GM, full data) for 10 more bootstrap seeds.
 """
 
 from __future__ import annotations
@@ -22,20 +31,103 @@ import numpy as np
 import torch
 from _dfd_common import Timer, parse_args, pyplot, write_results
 
+from scorebayes.diagnostics import ess, rhat
 from scorebayes.discrete import (
-    CalibrationError, CMPGraphicalModel, DFDLoss, PoissonGraphicalModel, calibrate_beta, generalised_bayes,
-    lyddon_beta, sample_graphical,
+    CalibrationError, CMPGraphicalModel, DFDLoss, PoissonGraphicalModel, calibrate_beta, lyddon_beta, minimise,
+    sample_graphical,
 )
+from scorebayes.discrete.posterior import GeneralisedPosterior
 from scorebayes.parallel import make_generator
+from scorebayes.posterior import Posterior
+from scorebayes.priors import ParameterSpace
+from scorebayes.samplers.nuts import sample_nuts
+
+CALIBRATION_FAILURES = (CalibrationError, FloatingPointError)
+TARGET_ACCEPT = 0.85
+
+
+def laplace_nuts(loss, prior, beta: float, theta_hat: torch.Tensor, names: list[str], *, num_chains: int,
+                 num_samples: int, warmup: int, thin: int, seed: int) -> Posterior:
+    r"""NUTS on :math:`\pi(\theta)e^{-\beta D_n(\theta)}` in whitened coordinates :math:`\theta = m + Lz`.
+
+    :math:`m` is the posterior mode (damped Newton from the DFD minimiser ``theta_hat [k]``) and
+    :math:`LL^\top = H^{-1}` with :math:`H` the negative Hessian of the log posterior at :math:`m`
+    (eigenvalues floored), so that NUTS sees a roughly isotropic target (a dense mass matrix).
+    Chains start from :math:`z \sim N(0, I)`. Returns ``Posterior [C, S, k]`` in the model's parameters.
+    """
+    target = GeneralisedPosterior(loss, prior, beta)
+    space = ParameterSpace(prior)
+    mode = minimise(lambda t: -target.log_prob(t), theta_hat.reshape(1, -1), space)[0]
+    hess = -torch.autograd.functional.hessian(lambda t: target.log_prob(t[None])[0], mode)
+    evals, evecs = torch.linalg.eigh(0.5 * (hess + hess.T))
+    scale = evecs / evals.clamp(min=1e-8 * float(evals.max())).sqrt()  # [k, k], columns: principal axes
+    z0 = torch.randn(num_chains, mode.numel(), generator=make_generator(seed, "laplace-init"), dtype=torch.float64)
+    post = sample_nuts(lambda z: target.log_prob(mode + z @ scale.T), z0, num_samples, warmup=warmup, thin=thin,
+                       target_accept=TARGET_ACCEPT, generator=make_generator(seed, "nuts"))
+    info = {**post.info, "beta": beta, "mode": mode.tolist(), "laplace_eigen_range": [float(evals.min()),
+                                                                                       float(evals.max())]}
+    return Posterior(mode + post.samples @ scale.T, names, info=info)
+
+
+def diagnostics(post: Posterior, num_plain: int) -> dict:
+    """Max R-hat / min bulk ESS of the raw parameters and of the identified ones (|squared parameters|)."""
+    theta = post.samples.numpy()
+    ident = np.concatenate([theta[..., :num_plain], np.abs(theta[..., num_plain:])], axis=-1)
+    out = {}
+    for label, arr in (("raw", theta), ("identified", ident)):
+        r = [rhat(arr[:, :, j]) for j in range(arr.shape[-1])]
+        e = [ess(arr[:, :, j]) for j in range(arr.shape[-1])]
+        out[f"max_rhat_{label}"] = float(np.nanmax(r))
+        out[f"min_ess_{label}"] = float(np.nanmin(e))
+    return out
+
+
+# Issue 4 investigation of the CMP-GM beta* gap (ours ~3.8 vs paper 0.9971); numbers from one-off scripts
+# (not re-run by this benchmark: ~1 h CPU), full data, seed 0 unless stated.
+GAP_NOTES = [
+    "beta* gap, CMP-GM (ours 3.82 vs paper 0.9971): EXPLAINED. Replaying the reference script's RNG stream "
+    "(torch.manual_seed(0); float32 prior draw; 100 x torch.randint bootstrap indices) and its optimiser (float32 "
+    "Adam, lr 1e-3 constant, 50,000 full-data steps from the prior draw, 10,000 warm-started steps per replicate) "
+    "gives beta* = 0.9956 (paper 0.9971). On the same 100 resamples, exact (Newton) minimisers give 2.70 after "
+    "dropping 3 runaway replicates (or 1.06 keeping the one that lands in a distant finite basin).",
+    "Mechanism: the DFD loss of the CMP is unbounded below as a dispersion theta0_j -> infinity (profile loss "
+    "-(sum (x+1)^nu)^2 / sum x^(2 nu) -> -infinity, driven by the largest count; for brca_10 the barrier is at "
+    "nu ~ 10-20 and the loss passes the local minimum by nu ~ 40), so the full-data minimiser is a local one. In "
+    "4 of the paper's 100 resamples (57, 62, 82, 83) gene 6 (2 patients at its maximum 13) escapes: Adam walks "
+    "theta_6 from 0.78 to 8.2-9.9 (capped by lr x steps = 10) and the full-data gradients there make 75% of the "
+    "denominator of eq. (10) (41%, 19%, 9%, 6%). Without these 4 replicates Adam gives 2.76 and Newton 2.70. "
+    "The paper's beta* therefore reflects where a truncated Adam run stops, not the local bootstrap spread.",
+    "Spread of exact beta* (B = 100) over our bootstrap seeds 0..3: 3.82, 3.30, 2.53, 1.77 (the top-5 replicates "
+    "make 21-58% of the denominator); seed 4: Newton diverges on a runaway replicate (FloatingPointError).",
+    "Hypothesis a (coordinates), exact minimisers, B = 20 (ours 3.36): our tilde coordinates are already the "
+    "paper's (the reference code optimises and differentiates w.r.t. tilde theta with the same N(0,1), "
+    "N(0,1/45^2), N(0,1) priors). Other coordinates: natural theta with the main-text half-normal priors 0.123; "
+    "natural theta with the pushforward prior undefined (-2e106: 42 of 45 interactions sit at 0); log theta for "
+    "all squared parameters 1.87; log theta0 only 3.10 (pushforward prior) / 3.09 (half-normal(1/sqrt2)); the "
+    "main-text theta0 prior transported to tilde 3.36. None gives ~1.0 for the right reason.",
+    "Hypothesis b (optimiser) on our resamples, B = 20: exact 3.360; paper's Adam schedule in float64 from a "
+    "prior draw 3.357 (full-data minimiser within 0.1 of the exact one up to sign, loss gap 3e-5); Adam bootstrap "
+    "from the exact minimiser 3.351; the whole schedule in float32 3.613 (float32 or float64 evaluation of eq. 10 "
+    "agree). Jitter of N(0, delta^2) on the exact bootstrap minimisers: delta = 1e-3 -> 2.99, 3e-3 -> 2.67. "
+    "The optimiser matters only through the runaway replicates above (none among these 20).",
+    "Hypothesis c (data): the reference code reads the same brca_10.npy (n = 878, d = 10, floor(log(x + 1))); its "
+    "star convention (x_j - 1 kept at 0, ratio 1) changes D_n by a constant only; same parameter layout (65) and "
+    "priors. No data-handling difference.",
+    "PGM (ours 0.172, seed 0, vs paper 0.2150): the same replay of the reference PGM script gives 0.2163, so the "
+    "replay is faithful. The PGM has no dispersion parameters, hence no unbounded direction; the rest of the "
+    "difference (0.172 exact on our draw vs 0.216) is bootstrap draw plus optimiser and was not decomposed.",
+]
+
 
 args = parse_args(__doc__)
 start = time.perf_counter()
 x = np.load(Path("/work/shared/data/brca_10.npy")).astype(np.float64)
 n, d = x.shape
-nuts = dict(num_chains=4, num_samples=100, burn_in=5000, thin=50) if args.full else \
-    dict(num_chains=2, num_samples=150, burn_in=150, thin=1)
+nuts = dict(num_chains=4, num_samples=100, warmup=5000, thin=50) if args.full else \
+    dict(num_chains=4, num_samples=150, warmup=150, thin=1)
 num_predictive = 100 if args.full else 20
 realisations = args.reps or (10 if args.full else 3)
+beta_seeds = 10 if args.full else 0
 metrics: dict = {"n": n, "d": d}
 plt = pyplot()
 fig, axes = plt.subplots(2, 3, figsize=(13, 7))
@@ -45,25 +137,29 @@ for row, model in enumerate((PoissonGraphicalModel(d), CMPGraphicalModel(d))):
     loss = DFDLoss(model, x)
     entry: dict = {"num_params": model.num_params}
     with Timer() as t_total:
-        beta, tries = None, []
+        cal, tries = None, []
         for attempt in range(3):  # beta* is undefined when the numerator of eq. (10) is negative
             try:
                 cal = calibrate_beta(loss, prior, num_bootstrap=100, seed=args.seed + attempt)
-                beta = cal.beta
-                tries.append({"seed": args.seed + attempt, "beta": beta})
+                tries.append({"seed": args.seed + attempt, "beta": cal.beta})
                 break
-            except CalibrationError as err:
-                tries.append({"seed": args.seed + attempt, "error": str(err)})
+            except CALIBRATION_FAILURES as err:
+                tries.append({"seed": args.seed + attempt, "error": f"{type(err).__name__}: {err}"})
         entry["calibration_attempts"] = tries
-        entry["lyddon_beta"] = lyddon_beta(loss, cal.minimiser) if beta is not None else None
-        if beta is None:
-            beta = 1.0
+        if cal is None:
+            beta, theta_hat = 1.0, minimise(loss, torch.zeros(1, model.num_params, dtype=torch.float64) + 0.1,
+                                            ParameterSpace(prior))[0]
             entry["note"] = "beta* undefined for all calibration seeds; sampled with beta = 1"
-        post = generalised_bayes(loss, prior, beta=beta, names=model.names, sampler="nuts", seed=args.seed, **nuts)
-    rows = post.summary()
-    entry.update({"beta": beta, "total_seconds": t_total.seconds, "nuts": nuts,
-                  "max_rhat": max((r["rhat"] or 0) for r in rows), "min_ess": min((r["ess"] or 0) for r in rows),
-                  "divergences": post.info["divergences"]})
+        else:
+            beta, theta_hat = cal.beta, cal.minimiser
+        entry["lyddon_beta"] = lyddon_beta(loss, theta_hat)
+        with Timer() as t_nuts:
+            post = laplace_nuts(loss, prior, beta, theta_hat, model.names, seed=args.seed, **nuts)
+    entry.update({"beta": beta, "total_seconds": t_total.seconds, "nuts_seconds": t_nuts.seconds,
+                  "nuts": {**nuts, "target_accept": TARGET_ACCEPT, "preconditioner": "Laplace at the posterior mode",
+                           "init": "Laplace draws (sign orthant of the DFD minimiser)"},
+                  **diagnostics(post, d),  # parameters d.. are squared in the model
+                  "step_size": post.info["step_size"], "divergences": post.info["divergences"]})
     # posterior predictive: Gibbs draws of n points at each of num_predictive posterior draws
     idx = torch.randperm(post.draws.shape[0], generator=make_generator(args.seed, "pp"))[:num_predictive]
     sims = sample_graphical(model, post.draws[idx], n, burn_in=200, thin=2,
@@ -83,14 +179,26 @@ for row, model in enumerate((PoissonGraphicalModel(d), CMPGraphicalModel(d))):
                                     "predictive_var": sims.var(1).mean(0).tolist()}
     metrics[name] = entry
     if not args.quiet:
-        print(name, {k: entry[k] for k in ("beta", "lyddon_beta", "total_seconds", "max_rhat")})
+        print(name, {k: entry[k] for k in ("beta", "lyddon_beta", "total_seconds", "max_rhat_raw",
+                                           "max_rhat_identified", "min_ess_identified")})
 fig.tight_layout()
 fig.savefig("benchmarks/results/dfd_brca_predictive.png", dpi=120)
 
-# stability of beta* vs Lyddon's beta over bootstrap realisations of the data (CMP-GM)
+# Monte Carlo spread of beta* (B = 100) over bootstrap seeds, full data, CMP-GM (the gap to 0.9971)
 model = CMPGraphicalModel(d)
 prior = model.default_prior()
-stab = {"beta_star": [], "lyddon": [], "failures": 0}
+loss = DFDLoss(model, x)
+spread: dict = {"seeds": [], "beta_star": [], "failures": []}  # --full only
+for s in range(1, beta_seeds + 1):  # seed 0 is above
+    try:
+        spread["beta_star"].append(calibrate_beta(loss, prior, num_bootstrap=100, seed=args.seed + 100 + s).beta)
+        spread["seeds"].append(args.seed + 100 + s)
+    except CALIBRATION_FAILURES as err:
+        spread["failures"].append({"seed": args.seed + 100 + s, "error": f"{type(err).__name__}: {err}"})
+metrics["beta_star_over_bootstrap_seeds_cmp_gm"] = spread
+
+# stability of beta* vs Lyddon's beta over bootstrap realisations of the data (CMP-GM)
+stab: dict = {"beta_star": [], "lyddon": [], "failures": 0}
 for r in range(realisations):
     idx = torch.randint(0, n, (n,), generator=make_generator(args.seed, "realisation", r))
     loss = DFDLoss(model, x[idx.numpy()])
@@ -98,7 +206,7 @@ for r in range(realisations):
         cal = calibrate_beta(loss, prior, num_bootstrap=100, seed=r)
         stab["beta_star"].append(cal.beta)
         stab["lyddon"].append(lyddon_beta(loss, cal.minimiser))
-    except CalibrationError:
+    except CALIBRATION_FAILURES:
         stab["failures"] += 1
 metrics["stability_cmp_gm"] = stab
 fig, ax = plt.subplots(figsize=(5, 4))
@@ -113,14 +221,18 @@ notes = [
     "Paper: beta* = 0.2150 (PGM) and 0.9971 (CMP-GM); Lyddon's beta unstable and sometimes negative, beta* within "
     "(0, 3.5); total time 1,896 s.",
     "Bootstrap minimisers by saddle-free damped Newton (exact local minima; the squared parametrisation makes "
-    "theta_ij = 0 a saddle that Adam and plain Newton leave only slowly). With exact minimisers several bootstrap "
-    "replicates activate interactions that the full-data fit sets to zero; their term grad D . grad log pi is "
-    "strongly negative under the tight N(0, 1/45^2) prior, which makes eq. (10) heavy-tailed and its numerator can "
-    "be negative (then beta* is undefined: recorded above, next seed tried).",
+    "theta_ij = 0 a saddle that Adam and plain Newton leave only slowly). Calibration seeds whose Newton run "
+    "diverges (FloatingPointError) or whose numerator is negative are recorded and the next seed is tried.",
     "Posterior predictive: systematic-scan Gibbs (exact Poisson / truncated-CMP full conditionals) at posterior "
     "draws, n = 878 points each (METHODS.md V.B15), instead of the reference code's folded random walk.",
-    "NUTS through pyro, sequential chains; small-scale chains are short, so R-hat is only indicative.",
+    "NUTS through pyro, chains sequential, preconditioned by the Laplace approximation at the posterior mode and "
+    "started from Laplace draws (see the module docstring); 'identified' diagnostics use |theta~| for the squared "
+    "parameters (the paper's convention), 'raw' the sampled theta~.",
+    "NUTS variant tried (target acceptance 0.9, 300 warm-up, same draws): CMP-GM 27 divergences, step sizes "
+    "0.10-0.18, identified R-hat 1.055 / min ESS 66, 1,073 s in total; not better than the default (0.85, "
+    "150 warm-up), so the default stays.",
 ]
+notes += GAP_NOTES
 write_results("dfd_brca", args, time.perf_counter() - start, metrics, notes,
               ["dfd_brca_predictive.png", "dfd_brca_beta.png"])
 print(f"dfd_brca done in {time.perf_counter() - start:.1f} s")

@@ -356,6 +356,15 @@ def calibrate_beta(loss: Any, prior: Distribution, *, num_bootstrap: int = 100, 
     of about 0.6; see ``benchmarks/results/dfd_cmp.md``). ``final_lr_ratio`` and ``tol`` (stop
     once no coordinate moves more than ``tol`` over 100 steps; ``0`` runs every step, as the
     paper) apply to both phases.
+
+    Eq. (10) is a ratio of sums over replicates and is dominated by replicates whose minimiser
+    lies far from the full-data one. The DFD loss of CMP models is unbounded below as a
+    dispersion grows (the largest count drives it), so a bootstrap replicate can leave the
+    basin of the full-data minimiser: Newton then follows it (``FloatingPointError``, or a
+    non-positive numerator), while the paper's fixed Adam budget stops part-way, which inflates
+    the denominator. For the CMP graphical model on brca_10 this is the whole difference between
+    the paper's 0.9971 and about 2.7 with exact minimisers on the same resamples
+    (``benchmarks/results/dfd_brca.md``).
     """
     for label, value in (("num_bootstrap", num_bootstrap), ("init_steps", init_steps), ("steps", steps)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
