@@ -1,22 +1,12 @@
 """Fast checks of the monotone benchmark's bookkeeping (no fitting)."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-
 
 @pytest.fixture(scope="module")
-def bench():
-    sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location("monotone_bench", BENCH / "monotone.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def bench(load_benchmark):
+    return load_benchmark("monotone.py", "monotone_bench")
 
 
 def test_table2_summary_layout(bench):

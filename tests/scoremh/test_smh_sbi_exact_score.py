@@ -9,9 +9,6 @@ not only the prior's. Reference: autograd of the exact log posterior in ``u``,
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -22,16 +19,10 @@ from scorebayes.priors import ParameterSpace
 from scorebayes.samplers.langevin import curvature_step_size
 from scorebayes.samplers.sbi_mh import posterior_score
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-
 
 @pytest.fixture(scope="module")
-def bench():
-    sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location("smh_sbi_bench", BENCH / "smh_sbi.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def bench(load_benchmark):
+    return load_benchmark("smh_sbi.py", "smh_sbi_bench")
 
 
 @pytest.fixture(scope="module")
