@@ -21,6 +21,7 @@ from .bayes import dfd_bayes, generalised_bayes
 from .calibrate import (
     Calibration,
     CalibrationError,
+    CalibrationWarning,
     beta_star,
     bootstrap_minimisers,
     bootstrap_weights,
@@ -42,5 +43,5 @@ __all__ = [
     "Domain", "Neighbours", "DFDLoss", "RatioLoss", "prepare_data", "KSDLoss", "sigmoid_weight",
     "PseudoLikelihoodLoss", "TruncatedLikelihoodLoss", "GeneralisedPosterior",
     "minimise", "bootstrap_weights", "bootstrap_minimisers", "beta_star", "lyddon_beta", "calibrate_beta",
-    "Calibration", "CalibrationError", "generalised_bayes", "dfd_bayes", *_models_all,
+    "Calibration", "CalibrationError", "CalibrationWarning", "generalised_bayes", "dfd_bayes", *_models_all,
 ]

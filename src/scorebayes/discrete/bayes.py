@@ -45,6 +45,7 @@ def generalised_bayes(loss: Any, prior: Distribution, *, beta: float | None = No
                       init_lr: float = 0.1, steps: int = 200, lr: float = 0.1, executor: Executor | None = None,
                       sampler: str = "rwmh", num_chains: int = 10, num_samples: int = 500,
                       burn_in: int = 5000, thin: int = 10, step_size: float = 0.1, adapt: bool = True,
+                      target_accept: float | None = None, full_mass: bool = False, init: Tensor | None = None,
                       init_from: str = "prior", seed: int = 0, progress: bool = False) -> Posterior:
     r"""Calibrate (unless ``beta`` is given) and sample a generalised posterior.
 
@@ -57,6 +58,12 @@ def generalised_bayes(loss: Any, prior: Distribution, *, beta: float | None = No
         sampler: ``"rwmh"`` or ``"nuts"``.
         num_chains, num_samples, burn_in, thin: MCMC settings (``burn_in`` is NUTS's warm-up).
         step_size, adapt: random-walk scale and whether to adapt it during burn-in.
+        target_accept: acceptance rate the adaptation aims at (``None``: NUTS 0.8, random-walk
+            MH its dimension-dependent default).
+        full_mass: NUTS only: adapt a dense mass matrix (see
+            :func:`~scorebayes.samplers.nuts.sample_nuts`).
+        init: starting points ``[num_chains, k]`` in the **unconstrained** space of the prior
+            (e.g. draws of a Laplace approximation there); overrides ``init_from``.
         init_from: ``"prior"`` (a prior draw per chain) or ``"minimiser"`` (the full-data
             minimiser, needs calibration).
         seed: all randomness derives from it.
@@ -69,6 +76,21 @@ def generalised_bayes(loss: Any, prior: Distribution, *, beta: float | None = No
         raise ValueError(f"sampler must be 'rwmh' or 'nuts', got {sampler!r}")
     if init_from not in ("prior", "minimiser"):
         raise ValueError(f"init_from must be 'prior' or 'minimiser', got {init_from!r}")
+    if not isinstance(full_mass, bool):
+        raise ValueError(f"full_mass must be True or False, got {full_mass!r}")
+    if full_mass and sampler != "nuts":
+        raise ValueError("full_mass=True needs sampler='nuts'")
+    if target_accept is not None and (isinstance(target_accept, bool) or not isinstance(target_accept, (int, float))
+                                      or not 0 < target_accept < 1):
+        raise ValueError(f"target_accept must be a probability in (0, 1) or None, got {target_accept!r}")
+    if init is not None:
+        init = torch.as_tensor(init, dtype=torch.float64)
+        k = int(torch.Size(prior.event_shape).numel())
+        if tuple(init.shape) != (num_chains, k):
+            raise ValueError(f"init must be [num_chains, k] = [{num_chains}, {k}] (unconstrained), "
+                             f"got {tuple(init.shape)}")
+        if not bool(torch.isfinite(init).all()):
+            raise ValueError("init must be finite")
     names = names if names is not None else getattr(getattr(loss, "model", None), "names", None)
     info: dict[str, Any] = {}
     start = time.perf_counter()
@@ -79,27 +101,32 @@ def generalised_bayes(loss: Any, prior: Distribution, *, beta: float | None = No
         beta = cal.beta
         info["calibration"] = {"minimiser": cal.minimiser.tolist(), "numerator": cal.numerator,
                                "denominator": cal.denominator, "bootstrap": cal.bootstrap.tolist(),
+                               "escaped": list(cal.escaped), "non_finite": list(cal.non_finite),
+                               "not_converged": list(cal.not_converged),
                                "seconds": time.perf_counter() - start}
         theta_hat = cal.minimiser
-    elif init_from == "minimiser":
+    elif init_from == "minimiser" and init is None:
         raise ValueError("init_from='minimiser' needs calibration (beta=None)")
     target = GeneralisedPosterior(loss, prior, beta)
     space = ParameterSpace(prior)
     generator = make_generator(seed, "mcmc")
-    if init_from == "prior":
+    init_space = "constrained" if init is None else "unconstrained"  # a given init is unconstrained
+    if init is None and init_from == "prior":
         init = sample_prior(prior, num_chains, generator=make_generator(seed, "chains")).to(torch.float64)
-    else:
+    elif init is None:
         init = theta_hat.reshape(1, -1).expand(num_chains, -1)
     if sampler == "rwmh":
         from ..samplers.rwmh import sample_rwmh
 
-        post = sample_rwmh(target.log_prob, init, num_samples, space=space, burn_in=burn_in, thin=thin,
-                           step_size=step_size, adapt=adapt, names=names, generator=generator, progress=progress)
+        post = sample_rwmh(target.log_prob, init if init_space == "constrained" else space.to_constrained(init),
+                           num_samples, space=space, burn_in=burn_in, thin=thin, step_size=step_size, adapt=adapt,
+                           target_accept=target_accept, names=names, generator=generator, progress=progress)
     else:
         from ..samplers.nuts import sample_nuts
 
         post = sample_nuts(target.log_prob, init, num_samples, space=space, warmup=burn_in, thin=thin,
-                           names=names, generator=generator, progress=progress)
+                           target_accept=0.8 if target_accept is None else target_accept, full_mass=full_mass,
+                           init_space=init_space, names=names, generator=generator, progress=progress)
     post.info.update(info)
     post.info.update({"beta": float(beta), "seconds": time.perf_counter() - start})
     return post

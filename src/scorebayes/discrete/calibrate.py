@@ -11,7 +11,9 @@ quadratic in :math:`\beta` with the closed-form minimiser (Theorem 2, eq. 10)
     + \operatorname{Tr}\nabla^2 D_n(\theta_n^{(b)})}{\sum_b\|\nabla D_n(\theta_n^{(b)})\|^2},
 
 with :math:`D_n` the **full-data** loss (METHODS.md V.B1), gradients and Hessian traces by
-autograd, in the parametrisation of the prior. For comparison, Lyddon et al.'s
+autograd, in the parametrisation of the prior. Bootstrap replicates whose minimisation escapes
+(runs away where the loss is unbounded below, or becomes non-finite) are frozen, flagged and
+left out of the sums (see :func:`calibrate_beta`). For comparison, Lyddon et al.'s
 :math:`\beta_L = \operatorname{tr}(JI^+J^\top)/\operatorname{tr}(J)` at the full-data minimiser,
 :math:`J = \nabla^2D_n/n`, :math:`I = \frac1n\sum_i\nabla\ell_i\nabla\ell_i^\top`.
 
@@ -32,6 +34,8 @@ import contextlib
 import contextvars
 import hashlib
 import json
+import math
+import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, as_completed
 from typing import Any, NamedTuple
@@ -46,22 +50,32 @@ from ..priors import ParameterSpace
 from ..priors import sample as sample_prior
 
 __all__ = ["minimise", "bootstrap_weights", "bootstrap_minimisers", "beta_star", "lyddon_beta",
-           "CalibrationError", "Calibration", "calibrate_beta", "persisting"]
+           "CalibrationError", "CalibrationWarning", "Calibration", "calibrate_beta", "persisting",
+           "CONVERGED", "NOT_CONVERGED", "NON_FINITE", "ESCAPED"]
 
 
 class CalibrationError(ValueError):
     """The closed-form beta* is not defined (zero gradients or a non-positive numerator)."""
 
 
+class CalibrationWarning(UserWarning):
+    """Some bootstrap replicates escaped (or became non-finite) and were left out of eq. (10)."""
+
+
 class Calibration(NamedTuple):
     """Result of :func:`calibrate_beta`: ``beta``, the full-data minimiser ``[k]``,
-    the bootstrap minimisers ``[B, k]`` and the numerator/denominator of eq. (10)."""
+    the bootstrap minimisers ``[B, k]`` (all replicates, flagged ones where they were frozen),
+    the numerator/denominator of eq. (10) (over the kept replicates) and the indices of the
+    replicates that escaped, became non-finite (both excluded) or did not converge (kept)."""
 
     beta: float
     minimiser: Tensor
     bootstrap: Tensor
     numerator: float
     denominator: float
+    escaped: tuple[int, ...] = ()
+    non_finite: tuple[int, ...] = ()
+    not_converged: tuple[int, ...] = ()
 
 
 def _grad_hessian(objective: Callable[[Tensor], Tensor], u: Tensor,
@@ -95,19 +109,43 @@ def _grad_hessian(objective: Callable[[Tensor], Tensor], u: Tensor,
     return value.detach(), grad.detach(), (extra + torch.stack(rows, dim=1)).detach()
 
 
+CONVERGED, NOT_CONVERGED, NON_FINITE, ESCAPED = 0, 1, 2, 3  # per-row status codes of the minimisers
+
+
 def _newton(objective: Callable[[Tensor], Tensor], u: Tensor, space: ParameterSpace, max_iter: int,
-            tol: float, escape: float = 1e-2) -> Tensor:
-    """Saddle-free Newton with a backtracking line search, per row.
+            tol: float, escape: float = 1e-2, max_step: float = math.inf,
+            max_distance: float = math.inf) -> tuple[Tensor, Tensor]:
+    """Saddle-free Newton with a backtracking line search and a trust region, per row.
 
     Direction :math:`-|H|^{-1} g` (the Hessian with absolute, floored eigenvalues, so negative
     curvature is descended too, with a step of at least ``escape`` along negative-curvature
-    directions so that saddle points are left); step length halved until the Armijo condition holds. Stops when
-    no coordinate moves more than ``tol`` (or no row can decrease its objective any more).
+    directions so that saddle points are left), shortened to at most ``max_step`` in every
+    coordinate; step length halved until the Armijo condition holds. A row is ``CONVERGED``
+    while none of its coordinates moves more than ``tol`` or it cannot decrease its objective any
+    more; such rows no longer keep the loop running (they still take its remaining, negligible
+    steps, so that without flagged rows the result is that of the shared stopping rule "no
+    coordinate of any row moves more than ``tol``", bit for bit). A row is frozen and flagged
+    when its value, gradient or Hessian is not finite (``NON_FINITE``, kept at its last finite
+    point) or when it moves more than ``max_distance`` from its start in some coordinate
+    (``ESCAPED``: the objective is then
+    usually unbounded below). Rows still moving after ``max_iter`` iterations are
+    ``NOT_CONVERGED``.
+
+    Returns:
+        ``(u [B, k], status [B])`` (int64 codes above).
     """
+    start = u
+    status = torch.full((u.shape[0],), NOT_CONVERGED, dtype=torch.int64)
     for _ in range(max_iter):
         value, grad, hess = _grad_hessian(objective, u, space)
-        if not bool(torch.isfinite(grad).all() and torch.isfinite(hess).all()):
-            raise FloatingPointError("non-finite loss gradient during minimisation")
+        bad = ~(torch.isfinite(value) & torch.isfinite(grad).all(-1) & torch.isfinite(hess).flatten(1).all(-1))
+        status = torch.where(bad & (status <= NOT_CONVERGED), NON_FINITE, status)
+        if not bool((status == NOT_CONVERGED).any()):
+            break
+        active = status <= NOT_CONVERGED  # converged rows keep stepping, flagged rows are frozen
+        grad = torch.where(active[:, None], grad, 0.0)
+        hess = torch.where(active[:, None, None], hess, torch.eye(u.shape[1], dtype=u.dtype))
+        value = torch.where(active, value, 0.0)
         evals, evecs = torch.linalg.eigh(0.5 * (hess + hess.transpose(1, 2)))
         floor = 1e-10 * evals.abs().max(-1, keepdim=True).values + 1e-300
         proj = torch.einsum("bji,bj->bi", evecs, grad)
@@ -117,9 +155,14 @@ def _newton(objective: Callable[[Tensor], Tensor], u: Tensor, space: ParameterSp
         sign = torch.where(proj > 0, -1.0, 1.0).to(coef.dtype)
         coef = torch.where(evals < -floor, sign * coef.abs().clamp(min=escape), coef)
         direction = torch.einsum("bij,bj->bi", evecs, coef)
+        if math.isfinite(max_step):  # the trust region
+            longest = direction.abs().max(-1, keepdim=True).values
+            direction = direction * (max_step / longest.clamp(min=max_step))
+        direction = torch.where(active[:, None], direction, 0.0)
         slope = (grad * direction).sum(-1).clamp(max=0)
         alpha = torch.ones_like(value)
-        done = torch.zeros_like(value, dtype=torch.bool)
+        done = ~active
+        moved_ok = torch.zeros_like(active)
         new_u = u
         for _ in range(40):
             candidate = u + alpha[:, None] * direction
@@ -127,57 +170,98 @@ def _newton(objective: Callable[[Tensor], Tensor], u: Tensor, space: ParameterSp
                 new = objective(space.to_constrained(candidate))
             ok = ~done & torch.isfinite(new) & (new <= value + 1e-4 * alpha * slope)
             new_u = torch.where(ok[:, None], candidate, new_u)
+            moved_ok |= ok
             done |= ok
             if bool(done.all()):
                 break
             alpha = torch.where(done, alpha, alpha / 2)
-        moved = float(((new_u - u).abs().max(-1).values * done).max())
+        moved = (new_u - u).abs().max(-1).values
         u = new_u
-        if moved < tol or not bool(done.any()):
+        still = moved_ok & (moved >= tol)  # rows that keep the loop running (as a shared stopping rule)
+        escaped = active & ((u - start).abs().max(-1).values > max_distance)
+        status = torch.where(escaped, ESCAPED,
+                             torch.where(active, torch.where(still, NOT_CONVERGED, CONVERGED), status))
+        if not bool((status == NOT_CONVERGED).any()):
             break
-    return u
+    return u, status
 
 
-def minimise(objective: Callable[[Tensor], Tensor], theta0: Tensor, space: ParameterSpace, *,
-             method: str = "newton", num_steps: int = 200, lr: float = 0.1, tol: float = 1e-9,
-             final_lr_ratio: float = 1e-2, check_every: int = 100) -> Tensor:
-    r"""Minimise ``objective(theta [B, k]) -> [B]`` separately for each row, in the unconstrained space.
-
-    The rows are independent problems solved together. ``method="newton"`` (default) is a
-    Levenberg-Marquardt damped Newton method with autograd Hessians (robust in the curved valleys
-    of the CMP loss; ``num_steps`` iterations at most). ``method="adam"`` is the paper's choice:
-    Adam at ``lr``, decaying geometrically to ``lr * final_lr_ratio`` over ``num_steps`` steps
-    (Adam is elementwise, so the batch equals ``B`` separate runs). Both stop once no coordinate
-    moves more than ``tol``.
-
-    Returns:
-        ``theta [B, k]`` (detached, float64).
-    """
-    if method not in ("newton", "adam"):
-        raise ValueError(f"method must be 'newton' or 'adam', got {method!r}")
-    u = space.to_unconstrained(theta0.detach().to(torch.float64)).clone()
-
-    def in_u(v: Tensor) -> Tensor:
-        return objective(space.to_constrained(v))
-
-    if method == "newton":
-        return space.to_constrained(_newton(objective, u, space, num_steps, tol))
-    u.requires_grad_(True)
+def _adam(objective: Callable[[Tensor], Tensor], u: Tensor, num_steps: int, lr: float, final_lr_ratio: float,
+          tol: float, check_every: int, max_distance: float) -> tuple[Tensor, Tensor]:
+    """Adam in the unconstrained space (elementwise, so row-separable); rows frozen as in :func:`_newton`."""
+    start = u.clone()
+    status = torch.full((u.shape[0],), NOT_CONVERGED, dtype=torch.int64)
+    u = u.clone().requires_grad_(True)
     opt = torch.optim.Adam([u], lr=lr)
     sched = torch.optim.lr_scheduler.ExponentialLR(opt, final_lr_ratio ** (1.0 / max(num_steps, 1)))
     last = u.detach().clone()
     for step in range(num_steps):
         opt.zero_grad()
-        in_u(u).sum().backward()
-        if not bool(torch.isfinite(u.grad).all()):
-            raise FloatingPointError("non-finite loss gradient during minimisation (try a smaller lr)")
+        before = u.detach().clone()
+        value = objective(u)
+        value.sum().backward()
+        bad = ~(torch.isfinite(value.detach()) & torch.isfinite(u.grad).all(-1))
+        status = torch.where(bad & (status == NOT_CONVERGED), NON_FINITE, status)
+        u.grad = torch.where((status == NOT_CONVERGED)[:, None], u.grad, 0.0)
         opt.step()
         sched.step()
+        with torch.no_grad():
+            frozen = status != NOT_CONVERGED
+            u.copy_(torch.where(frozen[:, None], before, u))
+            escaped = ~frozen & ((u - start).abs().max(-1).values > max_distance)
+            status = torch.where(escaped, ESCAPED, status)
         if (step + 1) % check_every == 0:
-            if float((u.detach() - last).abs().max()) < tol:
+            if float(((u.detach() - last).abs().max(-1).values * (status == NOT_CONVERGED)).max()) < tol:
+                status = torch.where(status == NOT_CONVERGED, CONVERGED, status)  # a shared stopping rule
                 break
             last = u.detach().clone()
-    return space.to_constrained(u.detach())
+    return u.detach(), status
+
+
+def minimise(objective: Callable[[Tensor], Tensor], theta0: Tensor, space: ParameterSpace, *,
+             method: str = "newton", num_steps: int = 200, lr: float = 0.1, tol: float = 1e-9,
+             final_lr_ratio: float = 1e-2, check_every: int = 100, max_step: float = math.inf,
+             max_distance: float = math.inf, return_status: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    r"""Minimise ``objective(theta [B, k]) -> [B]`` separately for each row, in the unconstrained space.
+
+    The rows are independent problems solved together. ``method="newton"`` (default) is a
+    saddle-free damped Newton method with autograd Hessians (robust in the curved valleys
+    of the CMP loss; ``num_steps`` iterations at most; each step at most ``max_step`` in every
+    unconstrained coordinate). ``method="adam"`` is the paper's choice:
+    Adam at ``lr``, decaying geometrically to ``lr * final_lr_ratio`` over ``num_steps`` steps
+    (Adam is elementwise, so the batch equals ``B`` separate runs). Both stop once no coordinate
+    moves more than ``tol``.
+
+    A row whose objective or gradient becomes non-finite, or which moves more than
+    ``max_distance`` from its start in some unconstrained coordinate, is frozen and flagged
+    (status ``NON_FINITE = 2`` / ``ESCAPED = 3``; ``CONVERGED = 0``, ``NOT_CONVERGED = 1``); the
+    other rows are unaffected.
+
+    Returns:
+        ``theta [B, k]`` (detached, float64), or ``(theta, status [B])`` with ``return_status``.
+
+    Raises:
+        FloatingPointError: without ``return_status``, if a row became non-finite.
+    """
+    if method not in ("newton", "adam"):
+        raise ValueError(f"method must be 'newton' or 'adam', got {method!r}")
+    for label, bound in (("max_step", max_step), ("max_distance", max_distance)):
+        if not bound > 0:
+            raise ValueError(f"{label} must be positive (math.inf: no bound), got {bound!r}")
+    u = space.to_unconstrained(theta0.detach().to(torch.float64)).clone()
+    if method == "newton":
+        u, status = _newton(objective, u, space, num_steps, tol, max_step=max_step, max_distance=max_distance)
+    else:
+        u, status = _adam(lambda v: objective(space.to_constrained(v)), u, num_steps, lr, final_lr_ratio, tol,
+                          check_every, max_distance)
+    theta = space.to_constrained(u).detach()
+    if return_status:
+        return theta, status
+    bad = torch.nonzero(status == NON_FINITE).flatten().tolist()
+    if bad:
+        raise FloatingPointError(f"non-finite loss or gradient during minimisation (rows {bad}"
+                                 + ("; try a smaller lr)" if method == "adam" else ")"))
+    return theta
 
 
 def bootstrap_weights(row_counts: Tensor, indices: range | list[int], seed: int) -> Tensor:
@@ -196,10 +280,12 @@ def bootstrap_weights(row_counts: Tensor, indices: range | list[int], seed: int)
 
 
 def _bootstrap_unit(unit: tuple) -> Tensor:
+    """Minimisers of one task of replicates, with their status as a last column ``[len, k + 1]``."""
     loss, prior, theta_full, indices, seed, opts = unit
     weights = bootstrap_weights(loss.row_counts, indices, seed)
     theta0 = theta_full.reshape(1, -1).expand(len(indices), -1)
-    return minimise(loss.reweighted(weights), theta0, ParameterSpace(prior), **opts)
+    theta, status = minimise(loss.reweighted(weights), theta0, ParameterSpace(prior), return_status=True, **opts)
+    return torch.cat([theta, status.to(theta.dtype)[:, None]], dim=1)
 
 
 class _Persist:
@@ -230,8 +316,18 @@ def persisting(store: Any) -> Iterator[_Persist | None]:
 def bootstrap_minimisers(loss: Any, prior: Distribution, theta_full: Tensor, *, num_bootstrap: int = 100,
                          seed: int = 0, executor: Executor | None = None, chunk_size: int | None = None,
                          method: str = "newton", num_steps: int = 200, lr: float = 0.1,
-                         final_lr_ratio: float = 1e-2, tol: float = 1e-9, progress: bool = False) -> Tensor:
+                         final_lr_ratio: float = 1e-2, tol: float = 1e-9, max_step: float = 1.0,
+                         max_distance: float = 20.0, return_status: bool = False,
+                         progress: bool = False) -> Tensor | tuple[Tensor, Tensor]:
     r"""Minimisers ``[B, k]`` of ``B`` bootstrap losses, warm-started at ``theta_full [k]``.
+
+    Each replicate is minimised with Newton steps of at most ``max_step`` per unconstrained
+    coordinate; a replicate that moves more than ``max_distance`` from ``theta_full`` in some
+    unconstrained coordinate is frozen and flagged as *escaped* (its loss is typically
+    unbounded below there, e.g. a CMP dispersion running to infinity), one whose loss or
+    gradient becomes non-finite as *non-finite* (see :func:`minimise`); neither stops the other
+    replicates. With ``return_status`` the result is ``(theta [B, k], status [B])``; otherwise
+    flagged replicates only raise a warning.
 
     With ``executor=None`` all replicates run as one vectorised batch; otherwise they are split
     into tasks of ``chunk_size`` replicates (default: 8 tasks) sent to the executor (the loss and
@@ -248,13 +344,26 @@ def bootstrap_minimisers(loss: Any, prior: Distribution, theta_full: Tensor, *, 
     persist = _PERSIST.get()
     if chunk_size is None:
         chunk_size = num_bootstrap if executor is None and persist is None else max(1, -(-num_bootstrap // 8))
-    opts = {"method": method, "num_steps": num_steps, "lr": lr, "final_lr_ratio": final_lr_ratio, "tol": tol}
+    for label, bound in (("max_step", max_step), ("max_distance", max_distance)):
+        if not bound > 0:
+            raise ValueError(f"{label} must be positive (math.inf: no bound), got {bound!r}")
+    opts = {"method": method, "num_steps": num_steps, "lr": lr, "final_lr_ratio": final_lr_ratio, "tol": tol,
+            "max_step": max_step, "max_distance": max_distance}
     units = [(loss, prior, theta_full, list(range(s, min(s + chunk_size, num_bootstrap))), seed, opts)
              for s in range(0, num_bootstrap, chunk_size)]
     if persist is None:
         parts = map_units(_bootstrap_unit, units, executor=executor, progress=progress, desc="bootstrap")
-        return torch.cat(parts, dim=0)
-    return torch.cat(_persisted_units(persist, units, executor, progress), dim=0)
+    else:
+        parts = _persisted_units(persist, units, executor, progress)
+    both = torch.cat(parts, dim=0)
+    theta, status = both[:, :-1], both[:, -1].round().to(torch.int64)
+    if return_status:
+        return theta, status
+    flagged = torch.nonzero(status >= NON_FINITE).flatten().tolist()
+    if flagged:
+        warnings.warn(f"bootstrap replicates {flagged} escaped or became non-finite (frozen where they stopped)",
+                      CalibrationWarning, stacklevel=2)
+    return theta
 
 
 def _persisted_units(persist: _Persist, units: list[tuple], executor: Executor | None,
@@ -344,7 +453,8 @@ def lyddon_beta(loss: Any, theta_hat: Tensor) -> float:
 def calibrate_beta(loss: Any, prior: Distribution, *, num_bootstrap: int = 100, theta_init: Tensor | None = None,
                    seed: int = 0, executor: Executor | None = None, method: str = "newton",
                    init_steps: int = 200, init_lr: float = 0.1, steps: int = 200, lr: float = 0.1,
-                   final_lr_ratio: float = 1e-2, tol: float = 1e-9, progress: bool = False) -> Calibration:
+                   final_lr_ratio: float = 1e-2, tol: float = 1e-9, max_step: float = 1.0,
+                   max_distance: float = 20.0, max_flagged: float = 0.1, progress: bool = False) -> Calibration:
     r"""Full-data minimiser (from ``theta_init`` or a prior draw), bootstrap minimisers and :math:`\beta_*`.
 
     ``method="newton"`` (default) needs few iterations and finds the exact minimisers. The
@@ -360,26 +470,90 @@ def calibrate_beta(loss: Any, prior: Distribution, *, num_bootstrap: int = 100, 
     Eq. (10) is a ratio of sums over replicates and is dominated by replicates whose minimiser
     lies far from the full-data one. The DFD loss of CMP models is unbounded below as a
     dispersion grows (the largest count drives it), so a bootstrap replicate can leave the
-    basin of the full-data minimiser: Newton then follows it (``FloatingPointError``, or a
-    non-positive numerator), while the paper's fixed Adam budget stops part-way, which inflates
-    the denominator. For the CMP graphical model on brca_10 this is the whole difference between
-    the paper's 0.9971 and about 2.7 with exact minimisers on the same resamples
-    (``benchmarks/results/dfd_brca.md``).
+    basin of the full-data minimiser: an unguarded Newton run follows it to infinity (a
+    non-finite gradient, or a huge non-positive numerator), while the paper's fixed Adam budget
+    stops part-way, which inflates the denominator. For the CMP graphical model on brca_10 this
+    is the whole difference between the paper's 0.9971 and about 2.7 with exact minimisers on
+    the same resamples (``benchmarks/results/dfd_brca.md``).
+
+    Escaped replicates are therefore detected and **excluded**: a bootstrap replicate whose
+    minimisation moves more than ``max_distance`` (default 20) from the full-data minimiser in
+    some coordinate of the unconstrained space of the prior, or whose loss or gradient becomes
+    non-finite, is frozen and left out of both sums of eq. (10), with a
+    :class:`CalibrationWarning`. With Newton steps of at most ``max_step`` (default 1) a
+    runaway crosses the bound within about ``max_distance`` iterations instead of keeping the
+    batch busy for ``steps``. The default 20 (20 prior standard deviations for the unit-scale
+    priors of the built-in models, a factor :math:`e^{20}` for log-transformed parameters)
+    catches only replicates without a minimiser (brca_10, CMP-GM: Newton runs them to
+    :math:`|\tilde\theta|\approx 2400`), and keeps distant but finite local minima (there gene 6's
+    :math:`\tilde\theta_0` goes from 0.78 to 4-11 in a few replicates out of 100, which move
+    :math:`\beta_*` a lot: bootstrap seed 3 gives 1.77 with them and 3.56 with
+    ``max_distance=5``, which drops the 3 beyond 5). Eq. (10) is then computed over the kept
+    set :math:`K`,
+
+    .. math::
+        \beta_* = \frac{\sum_{b\in K} \nabla D_n(\theta_n^{(b)})\cdot\nabla\log\pi(\theta_n^{(b)})
+        + \operatorname{Tr}\nabla^2 D_n(\theta_n^{(b)})}{\sum_{b\in K}\|\nabla D_n(\theta_n^{(b)})\|^2}.
+
+    Why: eq. (9) matches :math:`\pi_{n,\beta}` to the bootstrap distribution of the *local*
+    minimiser of :math:`D_n`, whose basin the full-data minimiser defines; an escaped replicate
+    has no minimiser in that basin (often none at all), so it is not a draw from that
+    distribution, and its terms, evaluated wherever the run stopped, would dominate both sums.
+    Excluding it conditions the bootstrap on staying in the basin, an event of probability
+    tending to one as :math:`n` grows. When more than a fraction ``max_flagged`` (default 0.1)
+    of the replicates are flagged, that conditioning is no longer a small correction and a
+    :class:`CalibrationError` is raised instead (fix ``beta`` by hand, or raise
+    ``max_distance`` if the model's unconstrained scale is wide). Replicates that merely did not
+    converge within ``steps`` are kept (their indices are in ``not_converged``). With no
+    flagged replicate the result is the plain eq. (10), as before.
+
+    Raises:
+        CalibrationError: if too many replicates are flagged, or eq. (10) is undefined.
+        FloatingPointError: if the full-data minimisation becomes non-finite (a
+            :class:`CalibrationWarning` if Newton's does not converge: the loss may be unbounded
+            below from that start, e.g. brca_10 CMP-GM from the prior draw of seed 4).
     """
     for label, value in (("num_bootstrap", num_bootstrap), ("init_steps", init_steps), ("steps", steps)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{label} must be a positive integer, got {value!r}")
     if method not in ("newton", "adam"):
         raise ValueError(f"method must be 'newton' or 'adam', got {method!r}")
+    for label, bound in (("max_step", max_step), ("max_distance", max_distance)):
+        if not bound > 0:
+            raise ValueError(f"{label} must be positive (math.inf: no bound), got {bound!r}")
+    if not 0 <= max_flagged < 1:
+        raise ValueError(f"max_flagged must be a fraction in [0, 1), got {max_flagged!r}")
     space = ParameterSpace(prior)
     if theta_init is None:
         theta_init = sample_prior(prior, 1, generator=make_generator(seed, "init")).to(torch.float64)
     theta_init = torch.as_tensor(theta_init, dtype=torch.float64).reshape(1, -1)
-    theta_full = minimise(loss, theta_init, space, method=method, num_steps=init_steps, lr=init_lr,
-                          final_lr_ratio=final_lr_ratio, tol=tol)[0]
-    boot = bootstrap_minimisers(loss, prior, theta_full, num_bootstrap=num_bootstrap,
-                                seed=derive_seed(seed, "bootstrap"), executor=executor,
-                                method=method, num_steps=steps, lr=lr, final_lr_ratio=final_lr_ratio,
-                                tol=tol, progress=progress)
-    beta, num, den = beta_star(loss, prior, boot)
-    return Calibration(beta, theta_full, boot, num, den)
+    theta_full, full_status = minimise(loss, theta_init, space, method=method, num_steps=init_steps, lr=init_lr,
+                                       final_lr_ratio=final_lr_ratio, tol=tol, return_status=True)
+    if int(full_status[0]) == NON_FINITE:
+        raise FloatingPointError("non-finite loss or gradient during the full-data minimisation")
+    if method == "newton" and int(full_status[0]) != CONVERGED:
+        warnings.warn(f"the full-data minimisation did not converge within init_steps={init_steps} Newton "
+                      "steps: the loss may be unbounded below from this start (then every bootstrap replicate "
+                      "escapes); try another theta_init or seed", CalibrationWarning, stacklevel=2)
+    theta_full = theta_full[0]
+    boot, status = bootstrap_minimisers(loss, prior, theta_full, num_bootstrap=num_bootstrap,
+                                        seed=derive_seed(seed, "bootstrap"), executor=executor,
+                                        method=method, num_steps=steps, lr=lr, final_lr_ratio=final_lr_ratio,
+                                        tol=tol, max_step=max_step, max_distance=max_distance,
+                                        return_status=True, progress=progress)
+    escaped, non_finite, not_converged = (tuple(torch.nonzero(status == c).flatten().tolist())
+                                          for c in (ESCAPED, NON_FINITE, NOT_CONVERGED))
+    flagged = len(escaped) + len(non_finite)
+    if flagged > max_flagged * num_bootstrap:
+        raise CalibrationError(
+            f"{flagged} of {num_bootstrap} bootstrap replicates left the basin of the full-data minimiser "
+            f"(escaped beyond max_distance={max_distance}: {list(escaped)}; non-finite: {list(non_finite)}), "
+            f"more than max_flagged={max_flagged}; the loss may be unbounded below near the minimiser: "
+            "fix beta by hand, or raise max_distance if the parameters' unconstrained scale is wide")
+    if flagged:
+        warnings.warn(f"{flagged} of {num_bootstrap} bootstrap replicates excluded from beta* (escaped: "
+                      f"{list(escaped)}; non-finite: {list(non_finite)}): their loss left the basin of the "
+                      "full-data minimiser", CalibrationWarning, stacklevel=2)
+    keep = status < NON_FINITE
+    beta, num, den = beta_star(loss, prior, boot[keep])
+    return Calibration(beta, theta_full, boot, num, den, escaped, non_finite, not_converged)
