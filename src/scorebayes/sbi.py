@@ -319,6 +319,7 @@ class ScoreLangevin:
                              f"the observed data have p={x_obs.shape[-1]}")
         start = time.perf_counter()
         self.x_obs_ = x_obs
+        self.refinements_ = []  # a new fit starts without local debiasing corrections
         self.n_obs_ = n = len(x_obs)
         self.simulations_: dict[str, float] = {}
         self.faults_: dict[str, float] = {"failed": 0, "nonfinite": 0, "resumed": 0.0}
@@ -686,6 +687,7 @@ class ScoreLangevin:
         if self.store is None:
             return None
         arguments.pop("self", None)
+        arguments["refinements"] = len(getattr(self, "refinements_", []))  # refined drift, new samples
         text = repr(sorted((k, repr(v)) for k, v in arguments.items()))
         return f"samples_{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 

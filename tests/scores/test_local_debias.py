@@ -99,3 +99,14 @@ def test_refinement_over_the_proposal_needs_a_localized_one():
     est, _, _ = _fitted()  # prior tables: no Gaussian proposal to refine over
     with pytest.raises(ValueError, match="localized proposal"):
         est.refine_debiasing(None)
+
+
+def test_a_store_does_not_return_pre_refinement_samples(tmp_path):
+    from scorebayes.store import RunStore
+
+    est, _, _ = _fitted()
+    est.store = RunStore(tmp_path / "run", config=None, seed=0)
+    first = est.sample(200, chains=4)
+    assert torch.equal(est.sample(200, chains=4).draws, first.draws)  # cached: same call, same draws
+    refined = est.refine_debiasing(first, num_groups=40, group_size=20).sample(200, chains=4)
+    assert not torch.allclose(refined.draws.mean(), first.draws.mean(), atol=0.05)  # new drift, new draws
