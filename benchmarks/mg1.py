@@ -66,7 +66,7 @@ SMALL = {
     "refined": {"N": 200_000, "N_R": 20_000, "m_R": 100, "epochs": 100, "penalty_epochs": 20,
                 "mean_epochs": 100, "mean_penalty_epochs": 20, "mean_batch": 100, "batch": 500,
                 "lr": (1e-3, 1e-5), "samples": 600, "chains": 60, "max_steps": 20_000, "localize": True,
-                "rounds": 2, "groups": 2_000, "reps": 1},
+                "rounds": 2, "groups": 2_000, "reps": 2},
 }
 FULL = {
     "reps": 100,
@@ -242,12 +242,14 @@ def main(argv=None) -> None:
         "ScoreLangevin.refine_debiasing (2,000 groups x 100 around the current posterior: a local linear "
         "correction of h, see scorebayes/scores/local_debias.py). Its own cost (5.2e3) is half the paper's "
         "single-model (1.04e4), but with the localization (1.0e4, which the paper does not use) the "
-        "total is 1.5e4. Repetition 0: widths 0.22 / 1.24 / 0.021, against 1.0 / 4.7 / 0.048 for the "
-        "single-model on the same data; the intervals miss theta1 = 1 by 0.002 (upper end 0.998, at the "
-        "support bound min x) and theta2 = 5 ([5.18, 6.42]; BSL's and the n-model's theta2 means on this "
-        "data set are 6.38 and 5.51). One repetition cannot establish coverage, and the theta2 width is "
-        "still 5x the paper's 0.247. On a scratch data set, one refinement of a prior-table net (N = "
-        "200,000, N_R = 50,000) took the widths from 1.0 / 4.0 / 0.128 to 0.25 / 0.80 / 0.019.",
+        "total is 1.5e4. NOT A FIX YET. Repetition 0: widths 0.22 / 1.24 / 0.021 (single-model on the "
+        "same data: 1.0 / 4.7 / 0.048), missing theta1 = 1 by 0.002 (upper end 0.998, at the support "
+        "bound min x) and theta2 = 5 ([5.18, 6.42]). Repetition 1: the chains collapsed onto a wrong "
+        "point, (0.67, 3.76, 0.173) with widths 0.046 / 0.12 / 0.004, covering nothing: each "
+        "refinement makes h unbiased where the chains currently are, so a wrong first posterior can "
+        "become a self-consistent, overconfident one. On a scratch data set, one refinement of a "
+        "prior-table net (N = 200,000, N_R = 50,000) took the widths from 1.0 / 4.0 / 0.128 to "
+        "0.25 / 0.80 / 0.019 and covered theta2 and theta3.",
         "BSL: chains start at the best 4 of 40 prior draws by synthetic likelihood (pilot cost listed "
         "as localization); from raw prior draws one chain of four stayed at acceptance 0.",
         "single-model: noise smoothing sigma_eps = 0.25 (3 noise sets); n-model: box weight function "
