@@ -90,31 +90,26 @@ def make_methods(model, scale: dict, chosen: list[str]) -> dict:
     """``{method: fn(x_obs [n, 5], seed) -> Posterior}`` at the given scale."""
     prior, sim, names = model.prior, model.simulator, model.parameter_names
 
-    def single(x_obs, seed):
-        s = scale["single"]
-        est = ScoreLangevin(
-            prior, sim, mode="single", localize=s["localize"], localization=LOCALIZATION, num_simulations=s["N"], num_groups=s["N_R"],
-            group_size=s["m_R"], hidden=(64,), activation="tanh",
-            schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=s["penalty_epochs"],
-                                      batch_size=s["batch"], lr=s["lr"]),
-            mean_schedule=TrainingSchedule(epochs=s["mean_epochs"], penalty_epochs=s["mean_penalty_epochs"],
-                                           batch_size=10),
-            curvature_penalties=(1e-8,), mean_penalties=(1e-8,), noise_sd=0.25, noise_draws=3,
-            support_fn=model.support, parameter_names=names, seed=seed, progress=False)
-        return est.fit(x_obs).sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
-
-    def refined(x_obs, seed):
-        s = scale["refined"]
-        est = ScoreLangevin(
+    def single_estimator(s: dict, seed: int) -> ScoreLangevin:
+        """The single-model of Table 1 (noise smoothing, curvature penalty, debiasing net)."""
+        return ScoreLangevin(
             prior, sim, mode="single", localize=s["localize"], localization=LOCALIZATION, num_simulations=s["N"],
             num_groups=s["N_R"], group_size=s["m_R"], hidden=(64,), activation="tanh",
             schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=s["penalty_epochs"],
                                       batch_size=s["batch"], lr=s["lr"]),
             mean_schedule=TrainingSchedule(epochs=s["mean_epochs"], penalty_epochs=s["mean_penalty_epochs"],
-                                           batch_size=s["mean_batch"], lr=s["lr"]),
+                                           batch_size=s.get("mean_batch", 10)),
             curvature_penalties=(1e-8,), mean_penalties=(1e-8,), noise_sd=0.25, noise_draws=3,
             support_fn=model.support, parameter_names=names, seed=seed, progress=False)
-        est.fit(x_obs)
+
+    def single(x_obs, seed):
+        s = scale["single"]
+        est = single_estimator(s, seed)
+        return est.fit(x_obs).sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
+
+    def refined(x_obs, seed):
+        s = scale["refined"]
+        est = single_estimator(s, seed).fit(x_obs)
         post = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
         for _ in range(s["rounds"]):
             est.refine_debiasing(post, num_groups=s["groups"], group_size=s["m_R"])

@@ -474,7 +474,8 @@ class ScoreLangevin:
         num = num_groups or self.num_groups
         m = group_size or self.group_size or min(1000, max(100, self.n_obs_))
         u_r, x_r, cost = self._table(GaussianProposal(self.space, center, spread), num, m, f"refine{k}")
-        residual = self._group_means(u_r, x_r) - self.mean_net_(u_r.float().to(self.device)).detach().cpu()
+        with torch.no_grad():
+            residual = self._group_means(u_r, x_r) - self.mean_net_(u_r.float().to(self.device)).cpu()
         intercept, slope, residual_sd = fit_local_correction(u_r, residual, center)
         self.mean_net_ = LocalLinearCorrection(self.mean_net_, intercept, slope, center).to(self.device)
         self.simulations_[f"refine{k}"] = cost
