@@ -93,3 +93,22 @@ def test_run_is_reproducible_and_shapes():
     torch.testing.assert_close(a, b)
     with pytest.raises(ValueError, match=r"\[C, d\]"):
         k.init(torch.zeros(2))
+
+
+def test_quadrature_rule_weighs_separated_modes_from_the_score_alone(generator):
+    # 0.8 N((3,3), I) + 0.2 N((-3,-3), I), chains started evenly between the modes: RW jumps between
+    # them are accepted by the integrated score alone. The score switches component sharply midway,
+    # so the quadrature needs enough nodes; with k = 2 (Taylor-1 averaging) the weights stay wrong.
+    from scorebayes.scoremh import GaussianMixture
+
+    mix = GaussianMixture(torch.tensor([[3.0, 3.0], [-3.0, -3.0]]), torch.tensor([0.8, 0.2]))
+    chains = 2000
+    x0 = 2.0 * torch.randn(chains, 2, generator=generator, dtype=torch.float64)
+    se = math.sqrt(0.8 * 0.2 / chains)
+    weights = {}
+    for k in (2, 16):
+        draws, _ = run(build_kernel(RandomWalkProposal(5.0), QuadratureRule(mix.score, k)), x0, 300,
+                       generator=generator, keep=1)
+        weights[k] = float(mix.mode_weights(draws[:, -1])[0])
+    assert abs(weights[16] - 0.8) < 4 * se, weights
+    assert abs(weights[2] - 0.8) > 10 * se, weights
