@@ -66,7 +66,7 @@ SMALL = {
     "refined": {"N": 200_000, "N_R": 20_000, "m_R": 100, "epochs": 100, "penalty_epochs": 20,
                 "mean_epochs": 100, "mean_penalty_epochs": 20, "mean_batch": 100, "batch": 500,
                 "lr": (1e-3, 1e-5), "samples": 600, "chains": 60, "max_steps": 20_000, "localize": True,
-                "rounds": 2, "groups": 2_000, "reps": 2},
+                "rounds": 2, "max_rounds": 4, "groups": 2_000, "reps": 2},
 }
 FULL = {
     "reps": 100,
@@ -82,7 +82,7 @@ FULL = {
     "refined": {"N": 200_000, "N_R": 20_000, "m_R": 100, "epochs": 500, "penalty_epochs": 100,
                 "mean_epochs": 500, "mean_penalty_epochs": 100, "mean_batch": 100, "batch": 500,
                 "lr": (1e-3, 1e-5), "samples": 3_000, "chains": 3_000, "max_steps": 20_000,
-                "localize": True, "rounds": 2, "groups": 2_000, "reps": 100},
+                "localize": True, "rounds": 2, "max_rounds": 4, "groups": 2_000, "reps": 100},
 }
 
 
@@ -111,9 +111,14 @@ def make_methods(model, scale: dict, chosen: list[str]) -> dict:
         s = scale["refined"]
         est = single_estimator(s, seed).fit(x_obs)
         post = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
-        for _ in range(s["rounds"]):
+        # at least `rounds` refinements, more (up to `max_rounds`) while the draws pile up at the
+        # edge of the refined region (the correction has not reached the posterior yet)
+        for k in range(s["max_rounds"]):
+            if k >= s["rounds"] and post.info["edge_fraction"] <= 0.01:
+                break
             est.refine_debiasing(post, num_groups=s["groups"], group_size=s["m_R"])
             post = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
+        post.info["refinement_rounds"] = len(est.refinements_)
         return post
 
     def nmodel(x_obs, seed):

@@ -444,7 +444,10 @@ class ScoreLangevin:
         to :math:`h_\psi` (:mod:`scorebayes.scores.local_debias`). Repeated calls refine further.
         Later chains are reflected into the region of the last correction (centre +- 4 x its
         spread), where the linear fit holds; draws piling up at its edge trigger the usual
-        edge warning.
+        edge warning. When ``posterior`` has more than 1% of its draws at the edge
+        (``info["edge_fraction"]``), its spread is truncated: the new region then keeps the
+        confining region's size, centred on the draws, so repeated calls walk towards the
+        posterior instead of shrinking onto the edge (loop until the edge fraction is small).
         Cost is recorded as ``simulations_["refine<k>"]``. Call :meth:`sample` again afterwards.
         ``posterior=None`` refines over the localized proposal :math:`q` instead (its mean and
         SD, no further inflation): a first step when the unrefined posterior is far off.
@@ -470,6 +473,12 @@ class ScoreLangevin:
             center = u.median(0).values
             mad = (u - center).abs().median(0).values * 1.4826
             spread = (inflation * torch.where(mad > 0, mad, u.std(0))).clamp_min(1e-6)
+            if posterior.info.get("edge_fraction", 0.0) > 0.01:
+                # the draws piled up at the side of the region that confined them: their spread is
+                # truncated, not posterior width. Keep the confining region's size and move it to the
+                # draws (a moving trust region); shrinking it would collapse the chains onto the edge.
+                low, high = self._sampling_region()
+                spread = torch.maximum(spread, (high - low) / 8)
         k = len(getattr(self, "refinements_", []))
         num = num_groups or self.num_groups
         m = group_size or self.group_size or min(1000, max(100, self.n_obs_))
@@ -504,6 +513,16 @@ class ScoreLangevin:
         if self.mean_net_ is not None:
             total = total - len(data) * self.mean_net_(uf)
         return total.to(u.device, torch.float64)
+
+    def _sampling_region(self) -> tuple[Tensor, Tensor]:
+        """Box in ``u`` where chains may go: the training region, after :meth:`refine_debiasing`
+        cut to the last correction's centre +- 4 spreads (where its linear fit holds)."""
+        low, high = self.training_region_
+        if getattr(self, "refinements_", None):
+            last = self.refinements_[-1]
+            low = torch.maximum(low, last["center"] - 4 * last["spread"])
+            high = torch.minimum(high, last["center"] + 4 * last["spread"])
+        return low, high
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "score_net_"):
@@ -571,11 +590,8 @@ class ScoreLangevin:
         stages = tuple(i / 10 for i in range(1, 10)) if tempering is True else tuple(tempering or ())
         # chains stay where the score was learned (reflection at the training region's edge),
         # and after refine_debiasing where the local correction was fitted (centre +- 4 spreads)
-        low, high = self.training_region_
-        if getattr(self, "refinements_", None):
-            last = self.refinements_[-1]
-            low = torch.maximum(low, last["center"] - 4 * last["spread"])
-            high = torch.minimum(high, last["center"] + 4 * last["spread"])
+        region_low, region_high = self._sampling_region()
+        low, high = region_low, region_high
         if self.support_fn is not None:
             s_low, s_high = self.support_fn(self.x_obs_)
             low = torch.maximum(low, self.space.to_unconstrained(torch.as_tensor(s_low, dtype=torch.float64)))
@@ -647,7 +663,10 @@ class ScoreLangevin:
             results.append(to_u(draws[~info.diverged]))
             infos.append(info)
         u_draws = torch.cat(results, 0)
-        edge = ((u_draws - low) < 0.02 * (high - low)) | ((high - u_draws) < 0.02 * (high - low))
+        # draws at a side of the trained region (not at a support bound, where the posterior may
+        # legitimately pile up, e.g. theta1 <= min x for the M/G/1 queue)
+        tol = 0.02 * (high - low)
+        edge = (((u_draws - low) < tol) & (low <= region_low)) | (((high - u_draws) < tol) & (high >= region_high))
         edge_fraction = float(edge.any(-1).double().mean())
         if edge_fraction > 0.01:
             warnings.warn(f"{100 * edge_fraction:.1f}% of the draws lie at the edge of the region the "
