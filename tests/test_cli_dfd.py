@@ -102,3 +102,43 @@ def test_bad_counts_column(tmp_path, capsys):
                  '[data]\nobserved = "table.csv"\ncounts = "shops"\n' + FAST)
     assert main(["run", str(cfg), "--quiet"]) == 2
     assert "no column named 'shops'" in capsys.readouterr().err
+
+
+def test_robust_calibration_options_reach_calibrate_beta(user_setup, monkeypatch, capsys):
+    import scorebayes.discrete.bayes as bayes
+    from scorebayes.discrete.calibrate import CalibrationError
+
+    seen = {}
+
+    def spy(loss, prior, **kwargs):
+        seen.update(kwargs)
+        raise CalibrationError("stopped by the test")
+
+    monkeypatch.setattr(bayes, "calibrate_beta", spy)
+    cfg = _write(user_setup, USER_CONFIG.format(fn="log_p", domain='[[0, "inf"]]', data="x.csv")
+                 + "max_step = 0.5\nmax_distance = inf\nmax_flagged = 0.0\n")
+    assert main(["run", str(cfg), "--out", str(user_setup / "out"), "--quiet"]) == 2
+    assert "beta calibration failed: stopped by the test" in capsys.readouterr().err
+    assert (seen["max_step"], seen["max_distance"], seen["max_flagged"]) == (0.5, float("inf"), 0.0)
+
+
+@pytest.mark.parametrize("line, message", [
+    ("max_flagged = 1.5", "max_flagged must be a fraction in [0, 1), got 1.5"),
+    ("max_flagged = nan", "max_flagged must be a fraction in [0, 1), got nan"),
+    ("max_distance = -2.0", "max_distance must be positive"),
+    ("max_step = 0", "max_step must be positive"),
+    ("max_step = \"big\"", "max_step must be positive"),
+])
+@pytest.mark.parametrize("beta", ["", "beta = 1.0\n"])
+def test_bad_robust_calibration_options_fail_before_the_loss(user_setup, monkeypatch, capsys, line, message, beta):
+    from scorebayes.discrete import DFDLoss
+
+    def untouchable(self, theta, *args, **kwargs):
+        raise AssertionError("the loss was evaluated")
+
+    monkeypatch.setattr(DFDLoss, "__call__", untouchable)
+    cfg = _write(user_setup, USER_CONFIG.format(fn="log_p", domain='[[0, "inf"]]', data="x.csv")
+                 + beta + line + "\n")
+    assert main(["run", str(cfg), "--out", str(user_setup / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err

@@ -80,7 +80,7 @@ def test_lyddon_beta_is_one_for_a_well_specified_likelihood():
 @pytest.mark.parametrize("kind", ["cmp", "pgm", "cmpgm", "ising-pseudo"])
 def test_closed_form_hessian_matches_autograd(kind):
     from scorebayes.discrete import CMPGraphicalModel, IsingModel, PoissonGraphicalModel, PseudoLikelihoodLoss
-    from scorebayes.discrete.calibrate import _grad_hessian
+    from scorebayes.discrete.minimisers import _grad_hessian
     from scorebayes.priors import sample
 
     g = torch.Generator().manual_seed(0)

@@ -1,6 +1,7 @@
 """Robust bootstrap minimisation: runaway and non-finite replicates are frozen, flagged and excluded."""
 
 import math
+import re
 import warnings
 
 import pytest
@@ -8,9 +9,9 @@ import torch
 from scipy import optimize
 
 from scorebayes.discrete.calibrate import (
-    CONVERGED, ESCAPED, NON_FINITE, CalibrationError, CalibrationWarning, beta_star, bootstrap_weights,
-    calibrate_beta, minimise,
+    CalibrationError, CalibrationWarning, beta_star, bootstrap_weights, calibrate_beta,
 )
+from scorebayes.discrete.minimisers import CONVERGED, ESCAPED, NON_FINITE, minimise
 from scorebayes.parallel import derive_seed
 from scorebayes.priors import ParameterSpace
 
@@ -119,3 +120,51 @@ def test_a_runaway_full_data_minimisation_warns_then_fails_clearly():
     with pytest.warns(CalibrationWarning, match="full-data minimisation did not converge"), \
             pytest.raises(CalibrationError, match="40 of 40 bootstrap replicates left the basin"):
         calibrate_beta(loss, PRIOR, num_bootstrap=40, seed=0, theta_init=torch.full((1,), 5.0))
+
+
+def _bayes(**options):
+    """generalised_bayes on the barrier stub: seed 3 calibrates from a prior draw in the basin and its
+    B = 20 resamples hold exactly one without a local minimum (replicate 13); a short MCMC from the minimiser."""
+    from scorebayes.discrete import generalised_bayes
+
+    return generalised_bayes(BarrierLoss(Y), PRIOR, num_bootstrap=20, seed=3, init_from="minimiser",
+                             num_chains=2, num_samples=20, burn_in=20, thin=1, **options)
+
+
+def test_generalised_bayes_passes_the_robust_options_to_the_calibration():
+    cal_seed = derive_seed(3, "calibrate")
+    weights = bootstrap_weights(BarrierLoss(Y).row_counts, range(20), derive_seed(cal_seed, "bootstrap"))
+    assert [b for b, w in enumerate(weights) if local_minimiser(w) is None] == [13]
+    with pytest.warns(CalibrationWarning, match="1 of 20"):  # default max_flagged = 0.1
+        post = _bayes()
+    cal = post.info["calibration"]
+    boot, full = torch.tensor(cal["bootstrap"], dtype=D64), torch.tensor(cal["minimiser"], dtype=D64)
+    assert cal["escaped"] == [13] and 20 < float((boot[13] - full).abs().max()) <= 21  # default max_step = 1
+    with pytest.warns(CalibrationWarning, match="1 of 20"):
+        post = _bayes(max_distance=5.0, max_step=0.25)
+    boot = torch.tensor(post.info["calibration"]["bootstrap"], dtype=D64)
+    assert post.info["calibration"]["escaped"] == [13] and 5 < float((boot[13] - full).abs().max()) <= 5.25
+    with pytest.raises(CalibrationError, match="1 of 20 bootstrap replicates left the basin"):
+        _bayes(max_flagged=0.0)
+
+
+class _Untouchable(BarrierLoss):
+    def __call__(self, theta):
+        raise AssertionError("the loss was evaluated")
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("max_flagged", 1.5, "max_flagged must be a fraction in [0, 1)"),
+    ("max_flagged", -0.1, "max_flagged must be a fraction in [0, 1)"),
+    ("max_flagged", math.nan, "max_flagged must be a fraction in [0, 1)"),
+    ("max_distance", -1.0, "max_distance must be positive"),
+    ("max_distance", math.nan, "max_distance must be positive"),
+    ("max_step", 0.0, "max_step must be positive"),
+    ("max_step", "1", "max_step must be positive"),
+])
+@pytest.mark.parametrize("beta", [None, 1.0])
+def test_generalised_bayes_rejects_bad_robust_options_before_any_work(option, value, message, beta):
+    from scorebayes.discrete import generalised_bayes
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        generalised_bayes(_Untouchable(Y), PRIOR, beta=beta, num_chains=2, **{option: value})

@@ -18,6 +18,8 @@ r"""CLI method ``dfd-bayes``: a TOML config onto :func:`scorebayes.discrete.gene
     # or simulate: true_parameters = [4.0, 0.75] and n = 2000 (bernoulli, poisson, cmp)
     [options]                            # generalised_bayes keywords, plus loss = "dfd" | "ksd"
     num_bootstrap = 100                  # executor = "processes" | "dask", workers = N (bootstrap)
+    max_distance = 20.0                  # robust calibration (calibrate_beta): max_step = 1.0,
+    max_flagged = 0.1                    # max_distance = 20.0 (inf: no bound), max_flagged = 0.1
 
 Extra ``summary.json`` keys: ``beta`` (the calibrated or given loss weight), ``n``, the
 calibration's full-data minimiser, and ``bootstrap_replicates`` / ``resumed_bootstrap``
@@ -217,7 +219,8 @@ def _check_values(loss: Any, prior: Any, options: dict) -> None:
     """Check the option values of :func:`generalised_bayes` before any expensive work: the
     calibration and the sampler validate their arguments, then evaluate the loss, which
     here stops them (``ConfigError`` for a bad value)."""
-    calibration = ("num_bootstrap", "method", "init_steps", "init_lr", "steps", "lr")
+    calibration = ("num_bootstrap", "method", "init_steps", "init_lr", "steps", "lr", "max_step", "max_distance",
+                   "max_flagged")
     probes = [dict(options, beta=options.get("beta") or 1.0)]  # the sampler's options
     if options.get("init_from") == "minimiser":
         if options.get("beta") is not None:

@@ -8,6 +8,7 @@ Parts (one concept per module):
 - :mod:`.dfd`: the loss :math:`D_n = n\,\mathrm{DFD}(p_\theta\|p_n)` (with :mod:`.ratios`);
 - :mod:`.ksd`, :mod:`.pseudo`, :mod:`.likelihood`: baselines (KSD-Bayes, pseudo-likelihood,
   standard Bayes with a truncated normalising constant);
+- :mod:`.minimisers`: row-separable saddle-free Newton / Adam minimisers with escape flags;
 - :mod:`.calibrate`: bootstrap minimisers and the closed-form :math:`\beta_*` (plus Lyddon's);
 - :mod:`.posterior`: the generalised-posterior potential; :mod:`.bayes`: the whole pipeline.
 
@@ -27,12 +28,12 @@ from .calibrate import (
     bootstrap_weights,
     calibrate_beta,
     lyddon_beta,
-    minimise,
 )
 from .dfd import DFDLoss
 from .domains import Domain, Neighbours
 from .ksd import KSDLoss, sigmoid_weight
 from .likelihood import TruncatedLikelihoodLoss
+from .minimisers import minimise
 from .models import *  # noqa: F403
 from .models import __all__ as _models_all
 from .posterior import GeneralisedPosterior

@@ -32,7 +32,7 @@ from ..parallel import derive_seed, make_generator
 from ..posterior import Posterior
 from ..priors import ParameterSpace
 from ..priors import sample as sample_prior
-from .calibrate import calibrate_beta
+from .calibrate import calibrate_beta, check_robust_options
 from .dfd import DFDLoss
 from .models.base import DiscreteModel
 from .posterior import GeneralisedPosterior
@@ -42,7 +42,8 @@ __all__ = ["generalised_bayes", "dfd_bayes"]
 
 def generalised_bayes(loss: Any, prior: Distribution, *, beta: float | None = None, names: list[str] | None = None,
                       num_bootstrap: int = 100, method: str = "newton", init_steps: int = 200,
-                      init_lr: float = 0.1, steps: int = 200, lr: float = 0.1, executor: Executor | None = None,
+                      init_lr: float = 0.1, steps: int = 200, lr: float = 0.1, max_step: float = 1.0,
+                      max_distance: float = 20.0, max_flagged: float = 0.1, executor: Executor | None = None,
                       sampler: str = "rwmh", num_chains: int = 10, num_samples: int = 500,
                       burn_in: int = 5000, thin: int = 10, step_size: float = 0.1, adapt: bool = True,
                       target_accept: float | None = None, full_mass: bool = False, init: Tensor | None = None,
@@ -55,6 +56,12 @@ def generalised_bayes(loss: Any, prior: Distribution, *, beta: float | None = No
         beta: fix :math:`\beta` instead of calibrating it.
         num_bootstrap, method, init_steps, init_lr, steps, lr, executor: calibration settings
             (:func:`~scorebayes.discrete.calibrate.calibrate_beta`).
+        max_step, max_distance, max_flagged: robust calibration (same defaults as
+            :func:`~scorebayes.discrete.calibrate.calibrate_beta`): Newton steps of at most
+            ``max_step`` per unconstrained coordinate; a bootstrap replicate moving more than
+            ``max_distance`` from the full-data minimiser is flagged and left out of eq. (10);
+            more than a fraction ``max_flagged`` of flagged replicates raises
+            :class:`~scorebayes.discrete.calibrate.CalibrationError`. Checked before any work.
         sampler: ``"rwmh"`` or ``"nuts"``.
         num_chains, num_samples, burn_in, thin: MCMC settings (``burn_in`` is NUTS's warm-up).
         step_size, adapt: random-walk scale and whether to adapt it during burn-in.
@@ -74,6 +81,7 @@ def generalised_bayes(loss: Any, prior: Distribution, *, beta: float | None = No
     """
     if sampler not in ("rwmh", "nuts"):
         raise ValueError(f"sampler must be 'rwmh' or 'nuts', got {sampler!r}")
+    check_robust_options(max_step, max_distance, max_flagged)
     if init_from not in ("prior", "minimiser"):
         raise ValueError(f"init_from must be 'prior' or 'minimiser', got {init_from!r}")
     if not isinstance(full_mass, bool):
@@ -97,6 +105,7 @@ def generalised_bayes(loss: Any, prior: Distribution, *, beta: float | None = No
     if beta is None:
         cal = calibrate_beta(loss, prior, num_bootstrap=num_bootstrap, seed=derive_seed(seed, "calibrate"),
                              executor=executor, method=method, init_steps=init_steps, init_lr=init_lr, steps=steps, lr=lr,
+                             max_step=max_step, max_distance=max_distance, max_flagged=max_flagged,
                              progress=progress)
         beta = cal.beta
         info["calibration"] = {"minimiser": cal.minimiser.tolist(), "numerator": cal.numerator,

@@ -19,7 +19,8 @@ left out of the sums (see :func:`calibrate_beta`). For comparison, Lyddon et al.
 
 A loss is any object with ``__call__(theta [B, k]) -> [B]``, ``reweighted(row_weights [B, m])``,
 ``per_row(theta) -> [B, m]``, ``row_counts [m]`` and ``n`` (the DFD, KSD, pseudo-likelihood
-and truncated-likelihood losses of this package).
+and truncated-likelihood losses of this package). The minimisers themselves (:func:`minimise`
+and the per-row status codes) live in :mod:`.minimisers` and are re-exported here.
 
 References:
     | Generalised Bayesian Inference for Discrete Intractable Likelihood
@@ -34,7 +35,7 @@ import contextlib
 import contextvars
 import hashlib
 import json
-import math
+import numbers
 import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, as_completed
@@ -48,9 +49,11 @@ from tqdm.auto import tqdm
 from ..parallel import derive_seed, make_generator, map_units
 from ..priors import ParameterSpace
 from ..priors import sample as sample_prior
+from .minimisers import CONVERGED, ESCAPED, NON_FINITE, NOT_CONVERGED, _grad_hessian, minimise
 
 __all__ = ["minimise", "bootstrap_weights", "bootstrap_minimisers", "beta_star", "lyddon_beta",
-           "CalibrationError", "CalibrationWarning", "Calibration", "calibrate_beta", "persisting",
+           "CalibrationError", "CalibrationWarning", "Calibration", "calibrate_beta", "check_robust_options",
+           "persisting",
            "CONVERGED", "NOT_CONVERGED", "NON_FINITE", "ESCAPED"]
 
 
@@ -76,192 +79,6 @@ class Calibration(NamedTuple):
     escaped: tuple[int, ...] = ()
     non_finite: tuple[int, ...] = ()
     not_converged: tuple[int, ...] = ()
-
-
-def _grad_hessian(objective: Callable[[Tensor], Tensor], u: Tensor,
-                  space: ParameterSpace | None = None) -> tuple[Tensor, Tensor, Tensor]:
-    """Value ``[B]``, gradient ``[B, k]`` and Hessian ``[B, k, k]`` of ``objective(T(u))`` for separable rows.
-
-    Losses with closed-form derivatives in the natural parameters (``has_closed_form``) use
-    :math:`H_u = J^\\top H_\\eta J + \\nabla^2_u(g_\\eta\\cdot\\eta(T(u)))`, with the Jacobian
-    :math:`J` of the small map :math:`u \\mapsto \\eta(T(u))` by autograd; other losses use
-    autograd throughout (one backward pass per parameter).
-    """
-    to_theta = space.to_constrained if space is not None else (lambda v: v)
-    k = u.shape[1]
-    with torch.enable_grad():
-        u = u.detach().clone().requires_grad_(True)
-        if getattr(objective, "has_closed_form", False):
-            eta = objective.model.natural_parameters(to_theta(u))
-            value, g_eta, h_eta = objective.natural_derivatives(eta.detach())
-            jac = torch.stack([torch.autograd.grad(eta[:, q].sum(), u, retain_graph=True, allow_unused=True,
-                                                   materialize_grads=True)[0] for q in range(eta.shape[1])], 1)
-            (grad,) = torch.autograd.grad((eta * g_eta).sum(), u, create_graph=True)
-            extra = torch.einsum("bqi,bqr,brj->bij", jac, h_eta, jac)
-        else:
-            value = objective(to_theta(u))
-            (grad,) = torch.autograd.grad(value.sum(), u, create_graph=True)
-            extra = 0
-        if not grad.requires_grad:  # linear in u
-            return value.detach(), grad.detach(), extra + torch.zeros(*u.shape, k, dtype=u.dtype)
-        rows = [torch.autograd.grad(grad[:, i].sum(), u, retain_graph=True, allow_unused=True,
-                                    materialize_grads=True)[0] for i in range(k)]
-    return value.detach(), grad.detach(), (extra + torch.stack(rows, dim=1)).detach()
-
-
-CONVERGED, NOT_CONVERGED, NON_FINITE, ESCAPED = 0, 1, 2, 3  # per-row status codes of the minimisers
-
-
-def _newton(objective: Callable[[Tensor], Tensor], u: Tensor, space: ParameterSpace, max_iter: int,
-            tol: float, escape: float = 1e-2, max_step: float = math.inf,
-            max_distance: float = math.inf) -> tuple[Tensor, Tensor]:
-    """Saddle-free Newton with a backtracking line search and a trust region, per row.
-
-    Direction :math:`-|H|^{-1} g` (the Hessian with absolute, floored eigenvalues, so negative
-    curvature is descended too, with a step of at least ``escape`` along negative-curvature
-    directions so that saddle points are left), shortened to at most ``max_step`` in every
-    coordinate; step length halved until the Armijo condition holds. A row is ``CONVERGED``
-    while none of its coordinates moves more than ``tol`` or it cannot decrease its objective any
-    more; such rows no longer keep the loop running (they still take its remaining, negligible
-    steps, so that without flagged rows the result is that of the shared stopping rule "no
-    coordinate of any row moves more than ``tol``", bit for bit). A row is frozen and flagged
-    when its value, gradient or Hessian is not finite (``NON_FINITE``, kept at its last finite
-    point) or when it moves more than ``max_distance`` from its start in some coordinate
-    (``ESCAPED``: the objective is then
-    usually unbounded below). Rows still moving after ``max_iter`` iterations are
-    ``NOT_CONVERGED``.
-
-    Returns:
-        ``(u [B, k], status [B])`` (int64 codes above).
-    """
-    start = u
-    status = torch.full((u.shape[0],), NOT_CONVERGED, dtype=torch.int64)
-    for _ in range(max_iter):
-        value, grad, hess = _grad_hessian(objective, u, space)
-        bad = ~(torch.isfinite(value) & torch.isfinite(grad).all(-1) & torch.isfinite(hess).flatten(1).all(-1))
-        status = torch.where(bad & (status <= NOT_CONVERGED), NON_FINITE, status)
-        if not bool((status == NOT_CONVERGED).any()):
-            break
-        active = status <= NOT_CONVERGED  # converged rows keep stepping, flagged rows are frozen
-        grad = torch.where(active[:, None], grad, 0.0)
-        hess = torch.where(active[:, None, None], hess, torch.eye(u.shape[1], dtype=u.dtype))
-        value = torch.where(active, value, 0.0)
-        evals, evecs = torch.linalg.eigh(0.5 * (hess + hess.transpose(1, 2)))
-        floor = 1e-10 * evals.abs().max(-1, keepdim=True).values + 1e-300
-        proj = torch.einsum("bji,bj->bi", evecs, grad)
-        coef = -proj / evals.abs().clamp(min=floor)
-        # escape saddles (e.g. squared parameters stuck at 0): a step of at least `escape` along
-        # negative-curvature directions, downhill (or either way when the gradient vanishes)
-        sign = torch.where(proj > 0, -1.0, 1.0).to(coef.dtype)
-        coef = torch.where(evals < -floor, sign * coef.abs().clamp(min=escape), coef)
-        direction = torch.einsum("bij,bj->bi", evecs, coef)
-        if math.isfinite(max_step):  # the trust region
-            longest = direction.abs().max(-1, keepdim=True).values
-            direction = direction * (max_step / longest.clamp(min=max_step))
-        direction = torch.where(active[:, None], direction, 0.0)
-        slope = (grad * direction).sum(-1).clamp(max=0)
-        alpha = torch.ones_like(value)
-        done = ~active
-        moved_ok = torch.zeros_like(active)
-        new_u = u
-        for _ in range(40):
-            candidate = u + alpha[:, None] * direction
-            with torch.no_grad():
-                new = objective(space.to_constrained(candidate))
-            ok = ~done & torch.isfinite(new) & (new <= value + 1e-4 * alpha * slope)
-            new_u = torch.where(ok[:, None], candidate, new_u)
-            moved_ok |= ok
-            done |= ok
-            if bool(done.all()):
-                break
-            alpha = torch.where(done, alpha, alpha / 2)
-        moved = (new_u - u).abs().max(-1).values
-        u = new_u
-        still = moved_ok & (moved >= tol)  # rows that keep the loop running (as a shared stopping rule)
-        escaped = active & ((u - start).abs().max(-1).values > max_distance)
-        status = torch.where(escaped, ESCAPED,
-                             torch.where(active, torch.where(still, NOT_CONVERGED, CONVERGED), status))
-        if not bool((status == NOT_CONVERGED).any()):
-            break
-    return u, status
-
-
-def _adam(objective: Callable[[Tensor], Tensor], u: Tensor, num_steps: int, lr: float, final_lr_ratio: float,
-          tol: float, check_every: int, max_distance: float) -> tuple[Tensor, Tensor]:
-    """Adam in the unconstrained space (elementwise, so row-separable); rows frozen as in :func:`_newton`."""
-    start = u.clone()
-    status = torch.full((u.shape[0],), NOT_CONVERGED, dtype=torch.int64)
-    u = u.clone().requires_grad_(True)
-    opt = torch.optim.Adam([u], lr=lr)
-    sched = torch.optim.lr_scheduler.ExponentialLR(opt, final_lr_ratio ** (1.0 / max(num_steps, 1)))
-    last = u.detach().clone()
-    for step in range(num_steps):
-        opt.zero_grad()
-        before = u.detach().clone()
-        value = objective(u)
-        value.sum().backward()
-        bad = ~(torch.isfinite(value.detach()) & torch.isfinite(u.grad).all(-1))
-        status = torch.where(bad & (status == NOT_CONVERGED), NON_FINITE, status)
-        u.grad = torch.where((status == NOT_CONVERGED)[:, None], u.grad, 0.0)
-        opt.step()
-        sched.step()
-        with torch.no_grad():
-            frozen = status != NOT_CONVERGED
-            u.copy_(torch.where(frozen[:, None], before, u))
-            escaped = ~frozen & ((u - start).abs().max(-1).values > max_distance)
-            status = torch.where(escaped, ESCAPED, status)
-        if (step + 1) % check_every == 0:
-            if float(((u.detach() - last).abs().max(-1).values * (status == NOT_CONVERGED)).max()) < tol:
-                status = torch.where(status == NOT_CONVERGED, CONVERGED, status)  # a shared stopping rule
-                break
-            last = u.detach().clone()
-    return u.detach(), status
-
-
-def minimise(objective: Callable[[Tensor], Tensor], theta0: Tensor, space: ParameterSpace, *,
-             method: str = "newton", num_steps: int = 200, lr: float = 0.1, tol: float = 1e-9,
-             final_lr_ratio: float = 1e-2, check_every: int = 100, max_step: float = math.inf,
-             max_distance: float = math.inf, return_status: bool = False) -> Tensor | tuple[Tensor, Tensor]:
-    r"""Minimise ``objective(theta [B, k]) -> [B]`` separately for each row, in the unconstrained space.
-
-    The rows are independent problems solved together. ``method="newton"`` (default) is a
-    saddle-free damped Newton method with autograd Hessians (robust in the curved valleys
-    of the CMP loss; ``num_steps`` iterations at most; each step at most ``max_step`` in every
-    unconstrained coordinate). ``method="adam"`` is the paper's choice:
-    Adam at ``lr``, decaying geometrically to ``lr * final_lr_ratio`` over ``num_steps`` steps
-    (Adam is elementwise, so the batch equals ``B`` separate runs). Both stop once no coordinate
-    moves more than ``tol``.
-
-    A row whose objective or gradient becomes non-finite, or which moves more than
-    ``max_distance`` from its start in some unconstrained coordinate, is frozen and flagged
-    (status ``NON_FINITE = 2`` / ``ESCAPED = 3``; ``CONVERGED = 0``, ``NOT_CONVERGED = 1``); the
-    other rows are unaffected.
-
-    Returns:
-        ``theta [B, k]`` (detached, float64), or ``(theta, status [B])`` with ``return_status``.
-
-    Raises:
-        FloatingPointError: without ``return_status``, if a row became non-finite.
-    """
-    if method not in ("newton", "adam"):
-        raise ValueError(f"method must be 'newton' or 'adam', got {method!r}")
-    for label, bound in (("max_step", max_step), ("max_distance", max_distance)):
-        if not bound > 0:
-            raise ValueError(f"{label} must be positive (math.inf: no bound), got {bound!r}")
-    u = space.to_unconstrained(theta0.detach().to(torch.float64)).clone()
-    if method == "newton":
-        u, status = _newton(objective, u, space, num_steps, tol, max_step=max_step, max_distance=max_distance)
-    else:
-        u, status = _adam(lambda v: objective(space.to_constrained(v)), u, num_steps, lr, final_lr_ratio, tol,
-                          check_every, max_distance)
-    theta = space.to_constrained(u).detach()
-    if return_status:
-        return theta, status
-    bad = torch.nonzero(status == NON_FINITE).flatten().tolist()
-    if bad:
-        raise FloatingPointError(f"non-finite loss or gradient during minimisation (rows {bad}"
-                                 + ("; try a smaller lr)" if method == "adam" else ")"))
-    return theta
 
 
 def bootstrap_weights(row_counts: Tensor, indices: range | list[int], seed: int) -> Tensor:
@@ -434,8 +251,10 @@ def beta_star(loss: Callable[[Tensor], Tensor], prior: Distribution, theta_boot:
     if not (den > 0):
         raise CalibrationError("beta* is undefined: the loss gradient vanishes at every bootstrap minimiser")
     if not (num > 0):
-        raise CalibrationError(f"beta* is undefined: the numerator of eq. (10) is {num:.4g} <= 0 "
-                               "(the loss is not locally convex at the bootstrap minimisers); "
+        prior_term, trace_term = float((grad * grad_prior).sum()), float(trace.sum())
+        raise CalibrationError(f"beta* is undefined: the numerator of eq. (10) is {num:.4g} <= 0 (prior term "
+                               f"{prior_term:.4g} + Hessian trace {trace_term:.4g}: the loss is not locally "
+                               "convex at the bootstrap minimisers, or the prior's pull outweighs its curvature); "
                                "fix beta by hand instead")
     return num / den, num, den
 
@@ -448,6 +267,16 @@ def lyddon_beta(loss: Any, theta_hat: Tensor) -> float:
     jac = torch.autograd.functional.jacobian(lambda t: loss.per_row(t[None])[0], theta[0], vectorize=True)  # [m, k]
     info = (loss.row_counts[:, None, None] * jac[:, :, None] * jac[:, None, :]).sum(0) / n
     return float(torch.trace(hess @ torch.linalg.pinv(info) @ hess.T) / torch.trace(hess))
+
+
+def check_robust_options(max_step: float, max_distance: float, max_flagged: float) -> None:
+    """``ValueError`` unless ``max_step``, ``max_distance`` > 0 (``math.inf``: no bound) and
+    ``0 <= max_flagged < 1`` (the robust-calibration options of :func:`calibrate_beta`)."""
+    for label, bound in (("max_step", max_step), ("max_distance", max_distance)):
+        if isinstance(bound, bool) or not isinstance(bound, numbers.Real) or not bound > 0:
+            raise ValueError(f"{label} must be positive (math.inf: no bound), got {bound!r}")
+    if isinstance(max_flagged, bool) or not isinstance(max_flagged, numbers.Real) or not 0 <= max_flagged < 1:
+        raise ValueError(f"max_flagged must be a fraction in [0, 1), got {max_flagged!r}")
 
 
 def calibrate_beta(loss: Any, prior: Distribution, *, num_bootstrap: int = 100, theta_init: Tensor | None = None,
@@ -485,8 +314,8 @@ def calibrate_beta(loss: Any, prior: Distribution, *, num_bootstrap: int = 100, 
     batch busy for ``steps``. The default 20 (20 prior standard deviations for the unit-scale
     priors of the built-in models, a factor :math:`e^{20}` for log-transformed parameters)
     catches only replicates without a minimiser (brca_10, CMP-GM: Newton runs them to
-    :math:`|\tilde\theta|\approx 2400`), and keeps distant but finite local minima (there gene 6's
-    :math:`\tilde\theta_0` goes from 0.78 to 4-11 in a few replicates out of 100, which move
+    :math:`\theta_6\approx 2400`), and keeps distant but finite local minima (there gene 6's
+    main effect :math:`\theta_6` goes from 0.78 to about 3-11 in some replicates out of 100, which move
     :math:`\beta_*` a lot: bootstrap seed 3 gives 1.77 with them and 3.56 with
     ``max_distance=5``, which drops the 3 beyond 5). Eq. (10) is then computed over the kept
     set :math:`K`,
@@ -518,11 +347,7 @@ def calibrate_beta(loss: Any, prior: Distribution, *, num_bootstrap: int = 100, 
             raise ValueError(f"{label} must be a positive integer, got {value!r}")
     if method not in ("newton", "adam"):
         raise ValueError(f"method must be 'newton' or 'adam', got {method!r}")
-    for label, bound in (("max_step", max_step), ("max_distance", max_distance)):
-        if not bound > 0:
-            raise ValueError(f"{label} must be positive (math.inf: no bound), got {bound!r}")
-    if not 0 <= max_flagged < 1:
-        raise ValueError(f"max_flagged must be a fraction in [0, 1), got {max_flagged!r}")
+    check_robust_options(max_step, max_distance, max_flagged)
     space = ParameterSpace(prior)
     if theta_init is None:
         theta_init = sample_prior(prior, 1, generator=make_generator(seed, "init")).to(torch.float64)
