@@ -9,7 +9,9 @@ pseudo-likelihood Bayes, standard Bayes with ``beta=1``):
 2. MCMC on the generalised posterior in the unconstrained space of the prior: random-walk
    MH (default; the paper's settings: 10 chains, step 0.1, burn-in, thinning) or NUTS.
 
-Chains start from prior draws (METHODS.md V.B10).
+Chains start from prior draws (METHODS.md V.B10). With ``fold_squared=True`` the sampler runs
+in the sign-folded coordinates :math:`w = \log\tilde\theta^2` of the model's squared parameters
+(:class:`~scorebayes.samplers.folded.FoldedSquares`) and returns the identified :math:`|\tilde\theta|`.
 
 References:
     | Generalised Bayesian Inference for Discrete Intractable Likelihood
@@ -47,7 +49,8 @@ def generalised_bayes(loss: Any, prior: Distribution, *, beta: float | None = No
                       sampler: str = "rwmh", num_chains: int = 10, num_samples: int = 500,
                       burn_in: int = 5000, thin: int = 10, step_size: float = 0.1, adapt: bool = True,
                       target_accept: float | None = None, full_mass: bool = False, init: Tensor | None = None,
-                      init_from: str = "prior", seed: int = 0, progress: bool = False) -> Posterior:
+                      init_from: str = "prior", fold_squared: bool = False, seed: int = 0,
+                      progress: bool = False) -> Posterior:
     r"""Calibrate (unless ``beta`` is given) and sample a generalised posterior.
 
     Arguments:
@@ -73,6 +76,11 @@ def generalised_bayes(loss: Any, prior: Distribution, *, beta: float | None = No
             (e.g. draws of a Laplace approximation there); overrides ``init_from``.
         init_from: ``"prior"`` (a prior draw per chain) or ``"minimiser"`` (the full-data
             minimiser, needs calibration).
+        fold_squared: sample the squared parameters of the model (``loss.model.squared_indices()``,
+            e.g. the graphical models) as :math:`w = \log\tilde\theta^2`, folding the mirror copies
+            of the sign-symmetric posterior; draws hold :math:`|\tilde\theta|` and ``init`` is then
+            in these coordinates (an exact zero of the minimiser starts at
+            :math:`|\tilde\theta| = 10^{-3}`).
         seed: all randomness derives from it.
 
     Returns:
@@ -91,6 +99,18 @@ def generalised_bayes(loss: Any, prior: Distribution, *, beta: float | None = No
     if target_accept is not None and (isinstance(target_accept, bool) or not isinstance(target_accept, (int, float))
                                       or not 0 < target_accept < 1):
         raise ValueError(f"target_accept must be a probability in (0, 1) or None, got {target_accept!r}")
+    if not isinstance(fold_squared, bool):
+        raise ValueError(f"fold_squared must be True or False, got {fold_squared!r}")
+    space, squared = ParameterSpace(prior), None
+    if fold_squared:
+        from ..samplers.folded import FoldedSquares
+
+        squared_indices = getattr(getattr(loss, "model", None), "squared_indices", None)
+        if squared_indices is None:
+            raise ValueError("fold_squared=True needs a loss whose model has squared_indices() "
+                             "(e.g. the graphical models)")
+        squared = squared_indices()
+        space = FoldedSquares(space, squared)  # checks the indices and their priors' supports
     if init is not None:
         init = torch.as_tensor(init, dtype=torch.float64)
         k = int(torch.Size(prior.event_shape).numel())
@@ -117,13 +137,15 @@ def generalised_bayes(loss: Any, prior: Distribution, *, beta: float | None = No
     elif init_from == "minimiser" and init is None:
         raise ValueError("init_from='minimiser' needs calibration (beta=None)")
     target = GeneralisedPosterior(loss, prior, beta)
-    space = ParameterSpace(prior)
     generator = make_generator(seed, "mcmc")
     init_space = "constrained" if init is None else "unconstrained"  # a given init is unconstrained
     if init is None and init_from == "prior":
         init = sample_prior(prior, num_chains, generator=make_generator(seed, "chains")).to(torch.float64)
     elif init is None:
         init = theta_hat.reshape(1, -1).expand(num_chains, -1)
+        if squared is not None:  # log 0 = -inf in the folded coordinates
+            init = init.clone()
+            init[:, squared] = init[:, squared].abs().clamp(min=1e-3)
     if sampler == "rwmh":
         from ..samplers.rwmh import sample_rwmh
 
@@ -138,6 +160,8 @@ def generalised_bayes(loss: Any, prior: Distribution, *, beta: float | None = No
                            init_space=init_space, names=names, generator=generator, progress=progress)
     post.info.update(info)
     post.info.update({"beta": float(beta), "seconds": time.perf_counter() - start})
+    if squared is not None:
+        post.info["folded"] = squared.tolist()
     return post
 
 

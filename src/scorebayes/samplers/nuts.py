@@ -11,6 +11,10 @@ Chains run one after another (no multiprocessing), each seeded from ``generator`
 :func:`torch.random.fork_rng`, so the global RNG state is untouched and the same seed gives
 the same draws.
 
+:class:`~scorebayes.samplers.folded.FoldedSquares` (re-exported here) is a bijection to pass as
+``space`` when the target is invariant under the sign flip of some coordinates (the squared
+parameters :math:`\tilde\theta` of the graphical models, METHODS.md V.B8).
+
 References:
     | The No-U-Turn Sampler (Hoffman and Gelman, 2014) https://arxiv.org/abs/1111.4246
     | Stan Reference Manual, "MCMC sampling: HMC algorithm parameters" (mass matrix adaptation)
@@ -27,12 +31,13 @@ from torch import Tensor
 
 from ..posterior import Posterior
 from ..priors import ParameterSpace
+from .folded import FoldedSquares
 
-__all__ = ["sample_nuts"]
+__all__ = ["sample_nuts", "FoldedSquares"]
 
 
 def sample_nuts(log_prob: Callable[[Tensor], Tensor], init: Tensor, num_samples: int, *,
-                space: ParameterSpace | None = None, warmup: int = 500, thin: int = 1,
+                space: ParameterSpace | FoldedSquares | None = None, warmup: int = 500, thin: int = 1,
                 target_accept: float = 0.8, full_mass: bool = False, init_space: str = "constrained",
                 max_tree_depth: int = 10, names: Sequence[str] | None = None,
                 generator: torch.Generator | None = None, progress: bool = False) -> Posterior:
@@ -43,7 +48,8 @@ def sample_nuts(log_prob: Callable[[Tensor], Tensor], init: Tensor, num_samples:
         init: ``[C, k]`` starting points (constrained space, or unconstrained ``u`` with
             ``init_space="unconstrained"``).
         num_samples: draws kept per chain (``num_samples * thin`` after ``warmup``).
-        space: bijection to the unconstrained space (``None``: identity).
+        space: bijection to the unconstrained space (``None``: identity), e.g. a
+            :class:`~scorebayes.priors.ParameterSpace` or :class:`FoldedSquares`.
         target_accept: pyro's ``target_accept_prob``, in (0, 1): the mean acceptance
             probability the step-size adaptation aims at (higher: smaller steps, fewer divergences).
         full_mass: adapt a dense mass matrix instead of a diagonal one (worth it for correlated

@@ -72,6 +72,13 @@ class PoissonGraphicalModel(ExponentialFamilyModel):
             return theta[:, :d], theta[:, d : 2 * d], theta[:, 2 * d :]
         return theta[:, :d], None, theta[:, d:]
 
+    def squared_indices(self) -> Tensor:
+        r"""Indices ``[k - d]`` of the squared coordinates (:math:`\tilde\theta_{0,i}`, :math:`\tilde\theta_{ij}`).
+
+        The model (and the default prior) is invariant under the sign flip of each of them, so a
+        sampler may fold them (:class:`~scorebayes.samplers.nuts.FoldedSquares`)."""
+        return torch.arange(self.dim, self.num_params)
+
     def interaction_matrix(self, theta: Tensor) -> Tensor:
         r"""Symmetric :math:`\theta_{jk} = \tilde\theta_{jk}^2` as ``[B, d, d]`` (zero diagonal)."""
         _, _, pair = self.split(theta)
