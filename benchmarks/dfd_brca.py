@@ -59,7 +59,7 @@ def laplace_nuts(loss, prior, beta: float, theta_hat: torch.Tensor, names: list[
 
     ``u`` is :math:`\theta` itself (``fold="none"``) or, for the squared parameters ``squared``
     (indices), the sign-folded :math:`w = \log\tilde\theta^2` of
-    :class:`~scorebayes.samplers.nuts.FoldedSquares` (identified :math:`|\tilde\theta|`, the mirror
+    :class:`~scorebayes.samplers.folded.FoldedSquares` (identified :math:`|\tilde\theta|`, the mirror
     copies of the posterior folded together; log-density plus its log-Jacobian): all of them
     (``fold="all"``) or those whose posterior mode in :math:`\tilde\theta` is away from 0
     (``fold="mode"``; a mode at 0 is a single symmetric one that the whitening fits, while

@@ -76,7 +76,7 @@ class PoissonGraphicalModel(ExponentialFamilyModel):
         r"""Indices ``[k - d]`` of the squared coordinates (:math:`\tilde\theta_{0,i}`, :math:`\tilde\theta_{ij}`).
 
         The model (and the default prior) is invariant under the sign flip of each of them, so a
-        sampler may fold them (:class:`~scorebayes.samplers.nuts.FoldedSquares`)."""
+        sampler may fold them (:class:`~scorebayes.samplers.folded.FoldedSquares`)."""
         return torch.arange(self.dim, self.num_params)
 
     def interaction_matrix(self, theta: Tensor) -> Tensor:
