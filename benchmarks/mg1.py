@@ -237,6 +237,15 @@ def main(argv=None) -> None:
         "group-mean noise even after 20,000 Adam steps). The score net itself is the second limit: at "
         "N = 20,000 its covariance in (theta1, width) is nearly singular (correlation 0.955), at the "
         "paper's N = 200,000 it is not.",
+        "PAPER-SCALE TRAINING DOES NOT CLOSE THE GAP (session 6): single-model at --full's training scale "
+        "(N = 200,000 from the prior, N_R = 50,000 x m_R = 100, 500 + 500 epochs, lr 1e-3 -> 1e-5, no "
+        "localization; 300 chains x 2 draws instead of 3,000, set by hand in a scratch copy of this "
+        "script), repetition 0: widths 1.00 / 8.97 / 0.104, covering all three, i.e. wider than the "
+        "small scale (0.92 / 6.96 / 0.056) and 7x / 36x / 3x the paper's; 87 min on one core. Record: "
+        "mg1_full_single_model_rep0.jsonl; command: scorebayes bench mg1 --full --reps 1 --methods "
+        "single-model. So the training budget is not the limit; the fitted debiasing net h remains the "
+        "suspect (the session-4 diagnosis above: a Monte Carlo h brings the summed score to |z| <= 0.26 "
+        "at the truth, the fitted h does not).",
         "single-model-refined (beyond the paper, first repetitions only at this scale): the paper's N = "
         "200,000 for D^S, N_R = 20,000 (a 2.5x smaller D^R than the paper's), then 2 to 4 rounds of "
         "ScoreLangevin.refine_debiasing (2,000 groups x 100 around the current posterior: a local linear "
