@@ -139,10 +139,16 @@ def run_dataset(name: str, cfg: dict, seed: int, studies: bool, plt) -> dict:
 
     if studies and name == "moons":
         out["taylor"] = taylor_study(score, metrics, dim, cfg, g, plt)
-        out["taylor_steps"] = taylor_step_study(score, z, metrics, dim, cfg, g, plt)
+        # Fig. 11: MMD^2 of ULA, MALA with Taylor-1 (averaging) and Score MALA against h
+        out["taylor_steps"] = step_sweep(score, z, metrics, dim, cfg, g, plt, lam=LAMBDA["moons"], key="MMD",
+                                         fixed=("Taylor-1 (averaging)", TaylorRule(1, True)),
+                                         filename="smh_toy_taylor_steps.png")
         out["lambda_study"] = lambda_study(score, z, cfg, g, plt, model)
     if studies and name == "swiss-roll":
-        out["step_size"] = step_study(score, z, metrics, dim, cfg, g, plt)
+        # Fig. 7: W1 of ULA, MALA with the quadrature rule and Score MALA against h
+        out["step_size"] = step_sweep(score, z, metrics, dim, cfg, g, plt, lam=1.0, key="W1",
+                                      fixed=("MALA + quadrature", QuadratureRule(score, 3)),
+                                      filename="smh_toy_stepsize.png")
     out["seconds"] = round(time.perf_counter() - t0, 1)
     return out
 
@@ -163,30 +169,6 @@ def taylor_study(score, metrics, dim, cfg, g, plt) -> dict:
         ax.set_title(title)
     fig.tight_layout()
     fig.savefig(f"{RESULTS}/smh_toy_taylor.png", dpi=80)
-    plt.close(fig)
-    return res
-
-
-def taylor_step_study(score, z, metrics, dim, cfg, g, plt) -> dict:
-    """Fig. 11: MMD^2 of ULA, MALA with Taylor-1 (averaging) and Score MALA (learned) against h."""
-    res = {}
-    for h in [0.001, 0.003, 0.01, 0.03]:
-        ula, _ = sample(build_kernel(make_proposal("ula", score, h), None), dim, cfg, g)
-        taylor, _ = sample(build_kernel(make_proposal("mala", score, h), TaylorRule(1, True)), dim, cfg, g)
-        kernel, _ = learned(score, make_proposal("mala", score, h), z, LAMBDA["moons"],
-                            {**cfg, "acc_epochs": max(200, cfg["acc_epochs"] // 2)}, g)
-        lrn, _ = sample(kernel, dim, cfg, g)
-        res[str(h)] = {label: metrics(zs)["MMD"] for label, zs in
-                       [("ULA", ula), ("Taylor-1 (averaging)", taylor), ("Score MALA", lrn)]}
-    fig, ax = plt.subplots(figsize=(4, 3))
-    for label in ["ULA", "Taylor-1 (averaging)", "Score MALA"]:
-        ax.plot([float(k) for k in res], [v[label] for v in res.values()], "o-", label=label)
-    ax.set_xscale("log")
-    ax.set_xlabel("step h (standardised)")
-    ax.set_ylabel("MMD^2")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(f"{RESULTS}/smh_toy_taylor_steps.png", dpi=80)
     plt.close(fig)
     return res
 
@@ -217,26 +199,28 @@ def lambda_study(score, z, cfg, g, plt, model) -> dict:
     return res
 
 
-def step_study(score, z, metrics, dim, cfg, g, plt) -> dict:
-    """Fig. 7: W1 against the Langevin step for ULA, MALA + quadrature and Score MALA (learned)."""
+def step_sweep(score, z, metrics, dim, cfg, g, plt, *, fixed: tuple[str, object], lam: float, key: str,
+               filename: str) -> dict:
+    """Metric ``key`` of ULA, MALA with the ``fixed`` (label, rule) and Score MALA (learned) against h."""
+    fixed_label, rule = fixed
     res = {}
     for h in [0.001, 0.003, 0.01, 0.03]:
         ula, _ = sample(build_kernel(make_proposal("ula", score, h), None), dim, cfg, g)
-        quad, _ = sample(build_kernel(make_proposal("mala", score, h), QuadratureRule(score, 3)), dim, cfg, g)
-        kernel, _ = learned(score, make_proposal("mala", score, h), z, 1.0,
+        other, _ = sample(build_kernel(make_proposal("mala", score, h), rule), dim, cfg, g)
+        kernel, _ = learned(score, make_proposal("mala", score, h), z, lam,
                             {**cfg, "acc_epochs": max(200, cfg["acc_epochs"] // 2)}, g)
         lrn, _ = sample(kernel, dim, cfg, g)
-        res[str(h)] = {"ULA": metrics(ula)["W1"], "MALA + quadrature": metrics(quad)["W1"],
-                       "Score MALA": metrics(lrn)["W1"]}
+        res[str(h)] = {label: metrics(zs)[key] for label, zs in
+                       [("ULA", ula), (fixed_label, other), ("Score MALA", lrn)]}
     fig, ax = plt.subplots(figsize=(4, 3))
-    for label in ["ULA", "MALA + quadrature", "Score MALA"]:
+    for label in ["ULA", fixed_label, "Score MALA"]:
         ax.plot([float(k) for k in res], [v[label] for v in res.values()], "o-", label=label)
     ax.set_xscale("log")
     ax.set_xlabel("step h (standardised)")
-    ax.set_ylabel("W1")
+    ax.set_ylabel({"W2sq": "W2^2", "MMD": "MMD^2"}.get(key, key))
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(f"{RESULTS}/smh_toy_stepsize.png", dpi=80)
+    fig.savefig(f"{RESULTS}/{filename}", dpi=80)
     plt.close(fig)
     return res
 
