@@ -27,7 +27,7 @@ PAPER_BEST_W1 = {"moons": 0.018, "pinwheel": 0.012, "s-curve": 0.046, "swiss-rol
 SIZES = (2000, 5000, 10000)
 
 
-def one_d(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
+def stand_ins(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
     """Three cheaper stand-ins for W1 between ``a [n, d]`` and ``b [n, d]``, none a W1 of the joint law.
 
     ``mean 1-D``: mean over coordinates of the 1-D W1; ``sliced``: sliced W1 (POT, 500 directions);
@@ -51,7 +51,7 @@ def floor(name: str, seed: int) -> tuple[dict[int, float], dict[str, float]]:
     for n in SIZES:
         w = np.full(n, 1 / n)
         exact[n] = float(ot.emd2(w, w, ot.dist(a[:n], b[:n], metric="euclidean"), numItermax=10_000_000))
-    return exact, one_d(a, b)
+    return exact, stand_ins(a, b)
 
 
 if __name__ == "__main__":
