@@ -246,6 +246,15 @@ def main(argv=None) -> None:
         "single-model. So the training budget is not the limit; the fitted debiasing net h remains the "
         "suspect (the session-4 diagnosis above: a Monte Carlo h brings the summed score to |z| <= 0.26 "
         "at the truth, the fitted h does not).",
+        "BUT AN ACCURATE h IS NOT ENOUGH EITHER (session 6, `scorebayes bench mg1-mc-debias`, "
+        "mg1_mc_debias.md): on the small-scale net of repetition 0, sampling with a Monte Carlo h (M = "
+        "2,000 simulated observations with common latents, re-simulated at every chain state) in place "
+        "of the fitted net gives widths 0.97 / 4.94 / 0.106 against 1.00 / 4.72 / 0.047 with the fitted "
+        "h, and 30% of the draws sit at the edge of the training region (20% with the fitted h). The z "
+        "check at the truth passes, but the summed score's field has no root that confines the chains near "
+        "it: the score net itself (localized table, N = 20,000; and, per the paper-scale run above, also "
+        "N = 200,000 from the prior) does not carry the paper's information about theta1 and theta2. "
+        "Not found yet: why.",
         "single-model-refined (beyond the paper, first repetitions only at this scale): the paper's N = "
         "200,000 for D^S, N_R = 20,000 (a 2.5x smaller D^R than the paper's), then 2 to 4 rounds of "
         "ScoreLangevin.refine_debiasing (2,000 groups x 100 around the current posterior: a local linear "
