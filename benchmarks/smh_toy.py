@@ -63,9 +63,10 @@ def settings(full: bool) -> dict:
                     acc_epochs=3000, acc_hidden=256, num=5000, reps=5)
     # chains run 1,000 steps from N(0, I) (METHODS.md V.C5): at 400 steps they had not converged, and
     # a part-converged chain can score a lower W1 than the score model's stationary law (moons, ULA:
-    # 0.061 at 400 steps, 0.11 at 2,000-8,000 steps). Score-net batch 512: batch 128 (4x the Adam
-    # steps) helped moons in one seed (stationary W1 0.108 -> 0.08-0.09) but hurt the pinwheel's thin
-    # arms (MALA + quadrature 0.16 -> 0.28-0.41); DSM (noise 0.03-0.06) was no better there
+    # 0.061 at 400 steps, 0.11 at 2,000-8,000 steps). Score-net batch 512 (ULA's stationary W1 on
+    # moons 0.108): batch 128 (4x the Adam steps) gave 0.08-0.09 with weight averaging but 0.13
+    # without, and hurt the pinwheel's thin arms (MALA + quadrature 0.16 -> 0.28-0.41); DSM (noise
+    # 0.03-0.06) was no better there. One seed each.
     return dict(n=10000, chains=2000, steps=1000, score_epochs=300, score_batch=512, score_hidden=128,
                 acc_epochs=500, acc_hidden=128, num=2000, reps=3)
 
