@@ -86,30 +86,31 @@ FULL = {
 }
 
 
+def single_estimator(model, s: dict, seed: int) -> ScoreLangevin:
+    """The single-model of Table 1 (noise smoothing, curvature penalty, debiasing net) at scale ``s``."""
+    return ScoreLangevin(
+        model.prior, model.simulator, mode="single", localize=s["localize"], localization=LOCALIZATION,
+        num_simulations=s["N"], num_groups=s["N_R"], group_size=s["m_R"], hidden=(64,), activation="tanh",
+        schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=s["penalty_epochs"],
+                                  batch_size=s["batch"], lr=s["lr"]),
+        mean_schedule=TrainingSchedule(epochs=s["mean_epochs"], penalty_epochs=s["mean_penalty_epochs"],
+                                       batch_size=s.get("mean_batch", 10)),
+        curvature_penalties=(1e-8,), mean_penalties=(1e-8,), noise_sd=0.25, noise_draws=3,
+        support_fn=model.support, parameter_names=model.parameter_names, seed=seed, progress=False)
+
+
 def make_methods(model, scale: dict, chosen: list[str]) -> dict:
     """``{method: fn(x_obs [n, 5], seed) -> Posterior}`` at the given scale."""
     prior, sim, names = model.prior, model.simulator, model.parameter_names
 
-    def single_estimator(s: dict, seed: int) -> ScoreLangevin:
-        """The single-model of Table 1 (noise smoothing, curvature penalty, debiasing net)."""
-        return ScoreLangevin(
-            prior, sim, mode="single", localize=s["localize"], localization=LOCALIZATION, num_simulations=s["N"],
-            num_groups=s["N_R"], group_size=s["m_R"], hidden=(64,), activation="tanh",
-            schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=s["penalty_epochs"],
-                                      batch_size=s["batch"], lr=s["lr"]),
-            mean_schedule=TrainingSchedule(epochs=s["mean_epochs"], penalty_epochs=s["mean_penalty_epochs"],
-                                           batch_size=s.get("mean_batch", 10)),
-            curvature_penalties=(1e-8,), mean_penalties=(1e-8,), noise_sd=0.25, noise_draws=3,
-            support_fn=model.support, parameter_names=names, seed=seed, progress=False)
-
     def single(x_obs, seed):
         s = scale["single"]
-        est = single_estimator(s, seed)
+        est = single_estimator(model, s, seed)
         return est.fit(x_obs).sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
 
     def refined(x_obs, seed):
         s = scale["refined"]
-        est = single_estimator(s, seed).fit(x_obs)
+        est = single_estimator(model, s, seed).fit(x_obs)
         post = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
         # at least `rounds` refinements, more (up to `max_rounds`) while the draws pile up at the
         # edge of the refined region (the correction has not reached the posterior yet)

@@ -30,7 +30,7 @@ from _smh_common import parser, write_results  # noqa: E402
 
 from scorebayes.models import get_model  # noqa: E402
 from scorebayes.parallel import derive_seed, make_generator  # noqa: E402
-from scorebayes.sbi import ScoreLangevin, TrainingSchedule  # noqa: E402
+from scorebayes.sbi import ScoreLangevin  # noqa: E402
 
 PAPER_WIDTHS = [0.149, 0.247, 0.033]
 
@@ -72,16 +72,7 @@ if __name__ == "__main__":
     start = time.perf_counter()
     model, s, rep = get_model("mg1"), mg1_bench.SMALL["single"], 0
     x_obs = model.observed(make_generator(args.seed, "observed", rep))
-    est = ScoreLangevin(
-        model.prior, model.simulator, mode="single", localize=s["localize"], localization=mg1_bench.LOCALIZATION,
-        num_simulations=s["N"], num_groups=s["N_R"], group_size=s["m_R"], hidden=(64,), activation="tanh",
-        schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=s["penalty_epochs"], batch_size=s["batch"],
-                                  lr=s["lr"]),
-        mean_schedule=TrainingSchedule(epochs=s["mean_epochs"], penalty_epochs=s["mean_penalty_epochs"],
-                                       batch_size=s.get("mean_batch", 10)),
-        curvature_penalties=(1e-8,), mean_penalties=(1e-8,), noise_sd=0.25, noise_draws=3,
-        support_fn=model.support, parameter_names=model.parameter_names,
-        seed=derive_seed(args.seed, "single-model", rep), progress=False).fit(x_obs)
+    est = mg1_bench.single_estimator(model, s, derive_seed(args.seed, "single-model", rep)).fit(x_obs)
     truth = model.to_reported(model.true_parameters).numpy()
     rows = {"fitted h (paper)": summary(model, est.sample(s["samples"], chains=s["chains"],
                                                           max_steps=s["max_steps"]), truth)}
