@@ -87,10 +87,12 @@ FULL = {
 
 
 def single_estimator(model, s: dict, seed: int) -> ScoreLangevin:
-    """The single-model of Table 1 (noise smoothing, curvature penalty, debiasing net) at scale ``s``."""
+    """The single-model of Table 1 (noise smoothing, curvature penalty, debiasing net) at scale ``s``
+    (the paper's 1x64 tanh nets unless ``s`` names ``hidden`` and ``activation``)."""
     return ScoreLangevin(
         model.prior, model.simulator, mode="single", localize=s["localize"], localization=LOCALIZATION,
-        num_simulations=s["N"], num_groups=s["N_R"], group_size=s["m_R"], hidden=(64,), activation="tanh",
+        num_simulations=s["N"], num_groups=s["N_R"], group_size=s["m_R"], hidden=s.get("hidden", (64,)),
+        activation=s.get("activation", "tanh"),
         schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=s["penalty_epochs"],
                                   batch_size=s["batch"], lr=s["lr"]),
         mean_schedule=TrainingSchedule(epochs=s["mean_epochs"], penalty_epochs=s["mean_penalty_epochs"],
