@@ -90,3 +90,22 @@ def test_two_customer_score_with_idle_server_matches_importance_sampling():
     diff = smc.mean(0) - imp.mean(0)
     se = (smc.var(0) / reps + imp.var(0) / reps).sqrt()
     assert (diff.abs() <= 4 * se + 1e-3).all(), (smc.mean(0), imp.mean(0), se)
+
+
+def test_one_parameter_per_observation():
+    # rows at two different parameters in one call: each matches its own quadrature score
+    phis = torch.tensor([[1.0, 4.0, 0.2], [0.5, 2.0, 0.4]], dtype=torch.float64)
+    x = torch.tensor([1.1, 2.5], dtype=torch.float64)
+    reps = 16
+    rows_phi = phis.repeat_interleave(len(x), 0).repeat(reps, 1)  # [reps * 4, 3]
+    rows_x = x.repeat(len(phis)).repeat(reps)[:, None]
+    est = smoothed_score(rows_phi, rows_x, noise_sd=SD, particles=20_000,
+                         generator=torch.Generator().manual_seed(4)).score.reshape(reps, len(phis), len(x), 3)
+    eps = 1e-4
+    for a, phi in enumerate(phis):
+        exact = torch.stack([(quadrature_log_density(phi + eps * e, x) - quadrature_log_density(phi - eps * e, x))
+                             / (2 * eps) for e in torch.eye(3, dtype=torch.float64)], dim=-1)
+        mean, se = est[:, a].mean(0), est[:, a].std(0) / math.sqrt(reps)
+        assert ((mean - exact).abs() <= 4 * se + 1e-3).all(), (a, mean, exact, se)
+    with pytest.raises(ValueError, match="phi must be"):
+        smoothed_score(phis, torch.ones(3, 1))

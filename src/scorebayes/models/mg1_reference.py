@@ -51,7 +51,8 @@ def smoothed_score(phi: Tensor, x_tilde: Tensor, *, noise_sd: float = 0.25, part
     r"""Particle estimate of :math:`\nabla_\phi \log \tilde p(\tilde x_i \mid \phi)` for each observation.
 
     Arguments:
-        phi: internal parameter :math:`(\theta_1, \theta_2 - \theta_1, \theta_3)`, ``[3]``.
+        phi: internal parameter :math:`(\theta_1, \theta_2 - \theta_1, \theta_3)`, ``[3]``, or one
+            per observation, ``[n, 3]`` (e.g. a reference table's rows).
         x_tilde: smoothed observations ``[n, p]`` (``p`` customers each).
         noise_sd: :math:`\sigma_\varepsilon` of the smoothing noise.
         particles: particles per observation (the estimate's Monte Carlo SD falls like
@@ -64,24 +65,26 @@ def smoothed_score(phi: Tensor, x_tilde: Tensor, *, noise_sd: float = 0.25, part
     """
     phi = torch.as_tensor(phi, dtype=torch.float64)
     x_tilde = torch.as_tensor(x_tilde, dtype=torch.float64)
-    if phi.shape != (3,):
-        raise ValueError(f"phi must be [3] = (theta1, theta2 - theta1, theta3), got {tuple(phi.shape)}")
     if x_tilde.ndim != 2 or x_tilde.shape[0] < 1:
         raise ValueError(f"x_tilde must be [n, p], got {tuple(x_tilde.shape)}")
-    if not (phi[1] > 0 and phi[2] > 0):
-        raise ValueError(f"the service width and the arrival rate must be positive, got {phi.tolist()}")
+    if phi.shape not in ((3,), (len(x_tilde), 3)):
+        raise ValueError(f"phi must be [3] = (theta1, theta2 - theta1, theta3) or [n, 3] with n = "
+                         f"{len(x_tilde)}, got {tuple(phi.shape)}")
+    phi = phi.expand(len(x_tilde), 3)
+    if not bool((phi[:, 1] > 0).all() and (phi[:, 2] > 0).all()):
+        raise ValueError("the service width and the arrival rate must be positive")
     if not noise_sd > 0 or particles < 2:
         raise ValueError(f"need noise_sd > 0 and particles >= 2, got {noise_sd}, {particles}")
     chunk = max(1, max_elements // particles)
-    parts = [_filter(phi, x_tilde[a:a + chunk], noise_sd, particles, generator)
+    parts = [_filter(phi[a:a + chunk], x_tilde[a:a + chunk], noise_sd, particles, generator)
              for a in range(0, len(x_tilde), chunk)]
     return SmoothedScore(torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]))
 
 
 def _filter(phi: Tensor, xt: Tensor, sd: float, M: int, g: torch.Generator | None) -> tuple[Tensor, Tensor]:
-    """Bootstrap filter over the customers of ``xt [n, p]``; resamples after every customer."""
+    """Bootstrap filter over the customers of ``xt [n, p]`` at ``phi [n, 3]``; resamples after every customer."""
     n, p = xt.shape
-    theta1, width, rate = (float(v) for v in phi)
+    theta1, width, rate = (phi[:, k, None] for k in range(3))  # [n, 1] each
     f64 = torch.float64
     departure = torch.zeros(n, M, dtype=f64)  # D_{k-1}
     arrival = torch.zeros(n, M, dtype=f64)  # A_k
