@@ -9,14 +9,18 @@ identity), so at the truth phi* we can measure:
    filters), and the Bernstein-von Mises CI95 widths 3.92 sqrt(diag(J (n I)^-1 J^T)) for n = 500:
    the widths a perfect single-model would report;
 2. for score nets trained as mg1's single-model on repetition 0 (localized table, noise 0.25,
-   curvature penalty), the share of the reference score they carry: E[s_net s_ref] / E[s_ref^2]
+   curvature penalty), the share of the reference score they carry: E[s_net s_ref] / Var(s_ref)
    (information captured) and the noise-corrected R^2, with s_net centred by its mean at phi*;
 3. the Laplace widths of the learned, debiased summed score at phi*: 3.92 sqrt(diag(J H^-1 J^T))
    with H = -d/du [sum_i s_net(u, x~_i) - n h(u)], averaged over the 3 noise copies of X*;
 4. the summed score field away from phi*, along theta1 and along the width (the other two
    parameters at the truth), on repetition 0's first noisy copy of X*: reference (particle filter)
    against each net's, debiased by a Monte Carlo mean of the same net (common random numbers,
-   M = 20,000), so that only the score net's own error shows.
+   M = 20,000), so that only the score net's own error shows;
+5. whether the net can represent the score at all: the 2x64 SiLU net fitted by least squares to
+   particle-filter scores (16,000 particles each) of N = 20,000 rows drawn from the same localized
+   proposal, in place of implicit score matching (supervised; a diagnostic, not a method: it needs
+   the particle filter, which only exists for this model).
 
 Usage: scorebayes bench mg1-score-reference [--quick]
 """
@@ -26,6 +30,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
@@ -36,10 +41,10 @@ from _smh_common import parser, write_results  # noqa: E402
 from scorebayes.models import get_model  # noqa: E402
 from scorebayes.models.mg1_reference import smoothed_score  # noqa: E402
 from scorebayes.parallel import derive_seed, make_generator  # noqa: E402
+from scorebayes.scores.networks import ScoreNet  # noqa: E402
 
 NOISE_SD = 0.25
 PAPER_WIDTHS = mg1_bench.PAPER["single-model"]
-NAMES = ["theta1", "theta2 - theta1", "theta3"]
 # phi = (theta1, width, theta3) -> reported theta = (theta1, theta2, theta3)
 TO_REPORTED = torch.tensor([[1.0, 0, 0], [1, 1, 0], [0, 0, 1]], dtype=torch.float64)
 # (label, N of D^S, hidden, activation); the rest as mg1's small-scale single-model
@@ -66,6 +71,59 @@ def reference(model, num: int, particles: int, seed: int) -> dict:
             "widths": (3.92 * cov.diag().sqrt()).tolist()}
 
 
+def coordinate_derivative(space, u: torch.Tensor) -> torch.Tensor:
+    """d phi_k / d u_k of the prior's per-coordinate bijection, ``u [B, 3] -> [B, 3]``."""
+    leaf = u.detach().double().requires_grad_(True)
+    phi = space.to_constrained(leaf)
+    return torch.stack([torch.autograd.grad(phi[:, k].sum(), leaf, retain_graph=True)[0][:, k]
+                        for k in range(phi.shape[-1])], dim=-1)
+
+
+def compare_with_reference(net, space, model, ref: dict) -> tuple[list, list]:
+    """Information captured E[s_net s_ref] / Var(s_ref) and noise-corrected R^2 at phi*, per phi coordinate."""
+    u_star = space.to_unconstrained(model.true_parameters[None])[0]
+    dphi_du = coordinate_derivative(space, u_star[None])[0]
+    with torch.no_grad():  # per-observation score in phi coordinates, centred at phi*
+        s_u = net(u_star.float().expand(len(ref["x"]), 3), ref["x"].float()).double()
+    s_net = s_u / dphi_du
+    s_net = s_net - s_net.mean(0)
+    var_ref = ref["score"].var(0) - ref["mc_var"]
+    cross = (s_net * ref["score"]).mean(0)
+    return (cross / var_ref).tolist(), (cross**2 / ((s_net**2).mean(0) * var_ref)).tolist()
+
+
+def supervised_row(model, ref: dict, est, num: int, particles: int, seed: int, epochs: int = 200) -> tuple[dict, object]:
+    """2x64 SiLU fitted by least squares to particle-filter scores on ``num`` rows from ``est``'s proposal."""
+    start = time.perf_counter()
+    g = torch.Generator().manual_seed(seed)
+    u = est.space.to_unconstrained(est.proposal_.sample(num, g).double())
+    u = u[torch.isfinite(u).all(1)]
+    phi = est.space.to_constrained(u)
+    x = model.simulator(phi, 1, g)[:, 0] + NOISE_SD * torch.randn(len(u), 5, generator=g, dtype=torch.float64)
+    dphi_du = coordinate_derivative(est.space, u)
+    target = (smoothed_score(phi, x, noise_sd=NOISE_SD, particles=particles, generator=g).score * dphi_du).float()
+    label_seconds = time.perf_counter() - start
+    net = ScoreNet(3, 5, (64, 64), "silu")
+    net.fit_standardisation(u.float(), x.float())
+    opt = torch.optim.Adam(net.parameters(), lr=3e-3)
+    decay = torch.optim.lr_scheduler.ExponentialLR(opt, (1e-4 / 3e-3) ** (1 / epochs))
+    scale, uf, xf = target.std(0), u.float(), x.float()
+    for _ in range(epochs):
+        perm = torch.randperm(len(u), generator=g)
+        for a in range(0, len(u), 256):
+            b = perm[a:a + 256]
+            loss = (((net(uf[b], xf[b]) - target[b]) / scale) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        decay.step()
+    captured, r2 = compare_with_reference(net, est.space, model, ref)
+    return {"N": len(u), "particles": particles, "hidden": [64, 64], "activation": "silu",
+            "fit_seconds": round(time.perf_counter() - start, 1), "label_seconds": round(label_seconds, 1),
+            "validation_loss": float("nan"), "captured": captured, "r2": r2, "laplace_widths": None,
+            "definite_copies": 0}, SimpleNamespace(score_net_=net, space=est.space)
+
+
 def net_row(model, ref: dict, N: int, hidden: tuple, activation: str, seed: int) -> tuple[dict, object]:
     """Fit the single-model with this net on repetition 0 and compare its score with the reference."""
     s = {**mg1_bench.SMALL["single"], "N": N, "hidden": hidden, "activation": activation}
@@ -73,17 +131,8 @@ def net_row(model, ref: dict, N: int, hidden: tuple, activation: str, seed: int)
     start = time.perf_counter()
     est = mg1_bench.single_estimator(model, s, derive_seed(seed, "single-model", 0)).fit(x_obs)
     fit_seconds = time.perf_counter() - start
+    captured, r2 = compare_with_reference(est.score_net_, est.space, model, ref)
     u_star = est.space.to_unconstrained(model.true_parameters[None])[0]
-    dphi_du = torch.autograd.functional.jacobian(est.space.to_constrained, u_star[None])[0, :, 0, :].diag()
-    with torch.no_grad():  # per-observation score in phi coordinates, centred at phi*
-        s_u = est.score_net_(u_star.float().expand(len(ref["x"]), 3), ref["x"].float()).double()
-    s_net = s_u / dphi_du
-    s_net = s_net - s_net.mean(0)
-    s_ref = ref["score"]
-    var_ref = s_ref.var(0) - ref["mc_var"]
-    cross = (s_net * s_ref).mean(0)
-    captured = (cross / var_ref).tolist()
-    r2 = (cross**2 / ((s_net**2).mean(0) * var_ref)).tolist()
     widths = []
     map_reported = torch.autograd.functional.jacobian(
         lambda u: model.to_reported(est.space.to_constrained(u)), u_star)
@@ -123,7 +172,7 @@ def field(model, estimators: dict, seed: int, particles: int, num_mc: int = 20_0
                    "reference_se": float(((a - b)[:, k] ** 2).sum().sqrt() / 2)}
             for label, est in estimators.items():
                 u = est.space.to_unconstrained(phi[None])
-                dphi_du = torch.autograd.functional.jacobian(est.space.to_constrained, u)[0, :, 0, :].diag()
+                dphi_du = coordinate_derivative(est.space, u)[0]
                 with torch.no_grad():
                     sims = model.simulator.transform(phi[None], latents)[0] + noise[0]
                     h = est.score_net_(u.float(), sims.float()).double().mean(0)
@@ -152,7 +201,8 @@ def markdown(ref: dict, rows: dict, lines: dict, num: int, particles: int, n_obs
           "| net | validation loss | information captured (theta1, width, theta3) | R^2 | Laplace CI95 widths | fit s |",
           "|---|---|---|---|---|---|"]
     for label, r in rows.items():
-        lap = fmt(r["laplace_widths"]) if r["laplace_widths"] else f"- ({r['definite_copies']}/3 definite)"
+        lap = (fmt(r["laplace_widths"]) if r["laplace_widths"] else "n/a (no debiasing net)" if "particles" in r
+               else f"- ({r['definite_copies']}/3 definite)")
         md.append(f"| {label} | {r['validation_loss']:.2f} | {fmt(r['captured'])} | {fmt(r['r2'])} | {lap} | "
                   f"{r['fit_seconds']:.0f} |")
     md += ["", "## The summed score away from the truth (repetition 0, first noisy copy of X*)", "",
@@ -182,6 +232,10 @@ if __name__ == "__main__":
     rows, estimators = {}, {}
     for label, N, hidden, act in (NETS[:1] if args.quick else NETS):
         rows[label], estimators[label] = net_row(model, ref, N if not args.quick else 2_000, hidden, act, args.seed)
+    label = f"2x64 SiLU fitted to particle-filter scores (supervised), N = {2_000 if args.quick else 20_000:,}"
+    rows[label], estimators[label] = supervised_row(
+        model, ref, next(iter(estimators.values())), num=2_000 if args.quick else 20_000,
+        particles=1_000 if args.quick else 16_000, seed=args.seed + 21, epochs=20 if args.quick else 200)
     lines = field(model, estimators, seed=args.seed + 11, particles=2_000 if args.quick else 16_000)
     md = markdown(ref, rows, lines, num, particles, model.n_obs)
     payload = {"reference": {k: (v.tolist() if torch.is_tensor(v) else v) for k, v in ref.items()
