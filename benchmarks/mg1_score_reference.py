@@ -71,18 +71,10 @@ def reference(model, num: int, particles: int, seed: int) -> dict:
             "widths": (3.92 * cov.diag().sqrt()).tolist()}
 
 
-def coordinate_derivative(space, u: torch.Tensor) -> torch.Tensor:
-    """d phi_k / d u_k of the prior's per-coordinate bijection, ``u [B, 3] -> [B, 3]``."""
-    leaf = u.detach().double().requires_grad_(True)
-    phi = space.to_constrained(leaf)
-    return torch.stack([torch.autograd.grad(phi[:, k].sum(), leaf, retain_graph=True)[0][:, k]
-                        for k in range(phi.shape[-1])], dim=-1)
-
-
 def compare_with_reference(net, space, model, ref: dict) -> tuple[list, list]:
     """Information captured E[s_net s_ref] / Var(s_ref) and noise-corrected R^2 at phi*, per phi coordinate."""
     u_star = space.to_unconstrained(model.true_parameters[None])[0]
-    dphi_du = coordinate_derivative(space, u_star[None])[0]
+    dphi_du = space.pushforward_score(u_star[None], torch.ones(1, 3, dtype=torch.float64))[0]  # diagonal J_T
     with torch.no_grad():  # per-observation score in phi coordinates, centred at phi*
         s_u = net(u_star.float().expand(len(ref["x"]), 3), ref["x"].float()).double()
     s_net = s_u / dphi_du
@@ -100,8 +92,8 @@ def supervised_row(model, ref: dict, est, num: int, particles: int, seed: int, e
     u = u[torch.isfinite(u).all(1)]
     phi = est.space.to_constrained(u)
     x = model.simulator(phi, 1, g)[:, 0] + NOISE_SD * torch.randn(len(u), 5, generator=g, dtype=torch.float64)
-    dphi_du = coordinate_derivative(est.space, u)
-    target = (smoothed_score(phi, x, noise_sd=NOISE_SD, particles=particles, generator=g).score * dphi_du).float()
+    target = est.space.pushforward_score(
+        u, smoothed_score(phi, x, noise_sd=NOISE_SD, particles=particles, generator=g).score).float()
     label_seconds = time.perf_counter() - start
     net = ScoreNet(3, 5, (64, 64), "silu")
     net.fit_standardisation(u.float(), x.float())
@@ -172,7 +164,7 @@ def field(model, estimators: dict, seed: int, particles: int, num_mc: int = 20_0
                    "reference_se": float(((a - b)[:, k] ** 2).sum().sqrt() / 2)}
             for label, est in estimators.items():
                 u = est.space.to_unconstrained(phi[None])
-                dphi_du = coordinate_derivative(est.space, u)[0]
+                dphi_du = est.space.pushforward_score(u, torch.ones_like(u))[0]  # diagonal J_T
                 with torch.no_grad():
                     sims = model.simulator.transform(phi[None], latents)[0] + noise[0]
                     h = est.score_net_(u.float(), sims.float()).double().mean(0)
