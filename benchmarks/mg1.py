@@ -298,10 +298,16 @@ def main(argv=None) -> None:
         "posterior, 99.5% of the draws sit at the training region's edge and the widths 0.41 / 0.41 / 0.027 "
         "miss theta1 and theta2. So a fixed cap is not a method. Nor is keeping only the feasible "
         "replicates (theta1 <= min x) and fitting q to them: 10 of 20 on repetition 0 (widths 0.88 / 3.4 / "
-        "0.045), 2 of 20 on repetition 1 (q collapses; 0.021 / 0.076 / 0.003, covering nothing). A principled "
-        "version (a robust spread, a full-covariance "
-        "q along the ridge, or a second table round from the first posterior) and its sampled Table 1 rows "
-        "are not done.",
+        "0.045), 2 of 20 on repetition 1 (q collapses; 0.021 / 0.076 / 0.003, covering nothing).",
+        "NOR DOES A SECOND TABLE ROUND (session 8, scratch /work/scratch/s8/rounds.py): round 2 draws its "
+        "tables from a Gaussian fitted in u to round 1's draws (x 2), 2x64 SiLU nets at N = 200,000 in both "
+        "rounds (N_R 2,000 x 100). Repetition 0: round 1 0.998 / 5.72 / 0.072 (misses theta1, mean 0.66), "
+        "round 2 0.999 / 1.45 / 0.022 (still misses theta1, mean 0.39); repetition 1: 0.979 / 6.94 / 0.107, "
+        "then 0.991 / 9.97 / 0.113. Round 1's draws reach theta1 near 0, where the logit stretches, so the "
+        "proposal fitted to them is wider in logit(theta1) than the localization's (SD 3.2 and 1.9 against "
+        "1.6 and 0.75): rounds feed the weak first field back into a wider table instead of a narrower "
+        "one. A proposal that concentrates the table near the truth without knowing it (as the cap "
+        "above did) is not found; the Table 1 single-model rows stay as they are.",
         "single-model-refined (beyond the paper, first repetitions only at this scale): the paper's N = "
         "200,000 for D^S, N_R = 20,000 (a 2.5x smaller D^R than the paper's), then 2 to 4 rounds of "
         "ScoreLangevin.refine_debiasing (2,000 groups x 100 around the current posterior: a local linear "
