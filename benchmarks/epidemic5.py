@@ -192,7 +192,7 @@ def figure(model, name: str, records: list[dict], fig_name: str) -> list[str]:
     return [fig_name]
 
 
-def _same_repetitions(records: list[dict], paper: dict | None, reps: int) -> list[str]:
+def _same_repetitions(records: list[dict], paper: dict | None, reps: int, names: list[str]) -> list[str]:
     """Mean CI95 widths of the n-model and its paper-training variant over the variant's
     repetitions, and their ratios to the paper's n-model widths (a note line; empty without both)."""
     variant = [r for r in records if r["method"] == PAPER_TRAINING and r["rep"] < reps]
@@ -200,7 +200,7 @@ def _same_repetitions(records: list[dict], paper: dict | None, reps: int) -> lis
     base = [r for r in records if r["method"] == "n-model" and r["rep"] in kept]
     if not variant or len(base) != len(variant):
         return []
-    paper_w = [paper["n-model"][p][2] for p in paper["n-model"]] if paper else None
+    paper_w = [paper["n-model"][p][2] for p in names] if paper else None
     parts = []
     for label, rows in (("n-model", base), (PAPER_TRAINING, variant)):
         w = torch.tensor([r["width"] for r in rows], dtype=torch.float64).mean(0)
@@ -239,7 +239,7 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
            f"chains, at most 2,000 steps); first {small['paper_training']['reps']} repetitions only, "
            "compare with the n-model's rows over the same repetitions in the notes below."]
           if variants and not args.full else []),
-        *_same_repetitions(records, paper, args.reps),
+        *_same_repetitions(records, paper, args.reps, model.reported_names),
         *extra_notes,
     ]
     common.write_results(name, command=common.command_line(name), reps=args.reps, methods=summary,
