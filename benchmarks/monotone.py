@@ -78,7 +78,9 @@ SMALL = {
     "sampling": {"num_samples": 1000, "chains": 100, "max_steps": 4000},
     "abc": {"N": 2000, "k": 100},
     "bsl": {"chains": 4, "steps": 400, "burn_in": 100, "sims": 50},
-    "npe": {"N": 5000, "epochs": 50, "samples": 4000},
+    # most increments sit at the theta_k = 0 face: as few as 0.7% of the flow's draws land in the
+    # prior box, and sbi itself keeps drawing until it has enough
+    "npe": {"N": 5000, "epochs": 50, "samples": 4000, "sampling_rounds": 2000},
     "gibbs": 5000,
     "fig8": {"loss1": 5000, "lossn": 50, "posterior": 200},
 }
@@ -91,7 +93,7 @@ FULL = {
     "sampling": {"num_samples": 10_000, "chains": 1000},
     "abc": {"N": 1_000_000, "k": 1000},
     "bsl": {"chains": 10, "steps": 1200, "burn_in": 200, "sims": 100},
-    "npe": {"N": 200_000, "epochs": 200, "samples": 10_000},
+    "npe": {"N": 200_000, "epochs": 200, "samples": 10_000, "sampling_rounds": 2000},
     "gibbs": 100_000,
     "fig8": {"loss1": 100_000, "lossn": 1000, "posterior": 2000},
 }
@@ -255,6 +257,7 @@ def make_methods(model, cfg: dict, progress: bool, refs=None) -> dict:
         c = cfg["npe"]
         post = npe(x_obs, model.prior, simulator=model.simulator, num_simulations=c["N"], sampler=q,
                    summary=model.summary_fn, num_samples=c["samples"], max_epochs=c["epochs"],
+                   max_sampling_rounds=c["sampling_rounds"],
                    names=model.parameter_names, generator=make_generator(seed, "npe"))
         return MethodResult(post, cost=float(c["N"]), cost_localization=loc, extra={"ess": post.info.get("ess")})
 
@@ -461,11 +464,17 @@ def u_true_score(model, space):
     return fn
 
 
-def score_losses(model, cfg: dict, x_obs, ref: Posterior, seed: int, progress: bool) -> dict:
-    """The three App. C.2.3 losses of every variant (one observed data set)."""
-    out = {}
+def score_losses(model, cfg: dict, x_obs, ref: Posterior, seed: int, progress: bool,
+                 done: dict | None = None, save=None) -> dict:
+    """The three App. C.2.3 losses of every variant (one observed data set).
+
+    ``done`` holds variants already computed (skipped); ``save(name, losses)`` is called as each
+    variant completes, so an interrupted run keeps them."""
+    out = dict(done or {})
     sizes = cfg["fig8"]
     for name, kw in VARIANTS.items():
+        if name in out:
+            continue
         t0 = time.perf_counter()
         with CACHE.use():
             sl = score_model(model, cfg, seed=seed, progress=progress, **kw).fit(x_obs)
@@ -488,9 +497,23 @@ def score_losses(model, cfg: dict, x_obs, ref: Posterior, seed: int, progress: b
             "cost": float(sum(v for k, v in sl.simulations_.items() if k != "localization")),
             "seconds": time.perf_counter() - t0,
         }
+        if save is not None:
+            save(name, out[name])
         if progress:
             print(f"[fig8] {name}: {out[name]}", flush=True)
     return out
+
+
+def _load_fig8_partial(path: Path, seed: int, scale: str) -> dict[int, dict]:
+    """``{rep: {variant: losses}}`` saved by earlier runs with the same seed and scale."""
+    done: dict[int, dict] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            rec = json.loads(line) if line.strip() else {}
+            if rec.get("base_seed") == seed and rec.get("scale") == scale:
+                losses = {k: v for k, v in rec.items() if k not in ("rep", "variant", "base_seed", "scale")}
+                done.setdefault(int(rec["rep"]), {})[rec["variant"]] = losses
+    return done
 
 
 def figure8(losses: list[dict], path: Path) -> None:
@@ -616,9 +639,20 @@ def main(argv=None) -> None:
         figures.append("monotone_fig1.png")
     if "fig8" in parts:
         fig8 = []
+        fig8_path = RESULTS / f"{NAME}_fig8_partial.jsonl"
+        if args.fresh and fig8_path.exists():
+            fig8_path.unlink()
+        fig8_done = _load_fig8_partial(fig8_path, args.seed, cfg_name)
         for r in range(args.reps):
             x_obs = model.observed(make_generator(args.seed, "observed", r))
-            fig8.append(score_losses(model, cfg, x_obs, refs(r, x_obs), args.seed + r, progress))
+
+            def save(variant, losses, r=r):
+                with fig8_path.open("a") as fh:
+                    fh.write(json.dumps({"rep": r, "variant": variant, "base_seed": args.seed,
+                                         "scale": cfg_name, **losses}) + "\n")
+
+            fig8.append(score_losses(model, cfg, x_obs, refs(r, x_obs), args.seed + r, progress,
+                                     done=fig8_done.get(r), save=save))
         figure8(fig8, RESULTS / "monotone_fig8.png")
         figures.append("monotone_fig8.png")
     if not table and (RESULTS / f"{NAME}.json").exists():  # keep an earlier Table 2

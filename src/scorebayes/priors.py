@@ -243,6 +243,15 @@ class ParameterSpace:
                         "(e.g. simplex supports) are not supported"
                     )
 
+    def is_elementwise(self) -> bool:
+        r"""Whether :math:`\theta_k` depends on :math:`u_k` only (a diagonal Jacobian)."""
+        if self._joint is None:
+            return True
+        transform = self._joint
+        while isinstance(transform, transforms.IndependentTransform):
+            transform = transform.base_transform
+        return transform.event_dim == 0
+
     def to_constrained(self, u: Tensor) -> Tensor:
         """:math:`\\theta = T(u)`, ``[B, d] -> [B, d]``."""
         if self._joint is not None:

@@ -56,3 +56,23 @@ def test_npe_rejects_a_bad_smoothing_option_before_simulating():
     with pytest.raises(ValueError, match="None or 'psis'"):
         npe(torch.zeros(5, 1), independent([Normal(0.0, 1.0)]), simulator=simulator,
             num_simulations=100, weight_smoothing="clip")
+
+
+def test_sample_in_support_keeps_drawing_up_to_max_rounds():
+    """A flow leaking 90% of its draws outside the box: 100 kept draws need ~10 rounds of 100."""
+    from torch.distributions import Uniform
+
+    from scorebayes.baselines._common import sample_in_support
+    from scorebayes.priors import independent
+
+    box = independent([Uniform(0.0, 1.0)])
+    gen = torch.Generator().manual_seed(0)
+
+    def leaky(m):  # 10% inside (0, 1)
+        return torch.rand(m, 1, generator=gen, dtype=torch.float64) * 10.0
+
+    with pytest.raises(ValueError, match="fell inside the prior's support"):
+        sample_in_support(leaky, box, 100, max_rounds=3)
+    draws, rate = sample_in_support(leaky, box, 100, max_rounds=100)
+    assert draws.shape == (100, 1) and bool(((draws > 0) & (draws < 1)).all())
+    assert 0.05 < rate < 0.15

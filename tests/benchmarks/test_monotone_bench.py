@@ -37,3 +37,27 @@ def test_localization_cache_patches_and_restores(bench, monkeypatch):
         assert loc.localize(None, x + 1, None) == "result"
     assert len(calls) == 2  # the second call on the same data was cached
     assert loc.localize is fake  # the cache put back what it found
+
+
+def test_fig8_partial_resume(bench, tmp_path, monkeypatch):
+    """Saved Fig. 8 losses are read back per repetition (same seed and scale only) and not refitted."""
+    import json
+
+    path = tmp_path / "fig8.jsonl"
+    losses = {"loss-1": 1.0, "loss-n": 2.0, "loss-n-posterior": 3.0, "cost": 4.0, "seconds": 5.0}
+    rows = [{"rep": 0, "variant": v, "base_seed": 0, "scale": "small", **losses} for v in bench.VARIANTS]
+    rows.append({"rep": 1, "variant": "n-model", "base_seed": 0, "scale": "small", **losses})
+    rows.append({"rep": 1, "variant": "1-model", "base_seed": 7, "scale": "small", **losses})  # other seed
+    rows.append({"rep": 2, "variant": "1-model", "base_seed": 0, "scale": "full", **losses})  # other scale
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = bench._load_fig8_partial(path, seed=0, scale="small")
+    assert sorted(done) == [0, 1]
+    assert set(done[0]) == set(bench.VARIANTS) and set(done[1]) == {"n-model"}
+    assert done[1]["n-model"] == losses
+
+    def no_fit(*a, **k):
+        raise AssertionError("a saved variant was refitted")
+
+    monkeypatch.setattr(bench, "score_model", no_fit)
+    out = bench.score_losses(None, {"fig8": {}}, None, None, 0, False, done=done[0])
+    assert out == done[0]

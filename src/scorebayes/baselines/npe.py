@@ -89,6 +89,7 @@ def npe(
     stop_after_epochs: int = 20,
     validation_fraction: float = 0.1,
     unconstrained: bool = False,
+    max_sampling_rounds: int = 100,
     weight_smoothing: str | None = "psis",
     names: Sequence[str] | None = None,
     block_size: int = 256,
@@ -114,6 +115,8 @@ def npe(
             ``sbi`` training (Adam, early stopping on the validation loss).
         unconstrained: fit the flow to :math:`u = T^{-1}(\theta)` instead of :math:`\theta`
             (no leakage outside bounded supports); the paper fits :math:`\theta`.
+        max_sampling_rounds: rounds of ``num_samples`` flow draws rejected to the prior's support
+            before giving up (``sbi`` itself keeps drawing); raise it for posteriors at box faces.
         weight_smoothing: ``"psis"`` (default) Pareto-smooths the :math:`\pi/q` weights and
             reports :math:`\hat k` as ``info["pareto_k"]`` (> 0.7: unreliable); ``None`` is the
             paper's plain self-normalisation (:func:`~scorebayes.baselines._common.pareto_smooth`).
@@ -170,7 +173,7 @@ def npe(
                 out = estimator.sample((m,), condition=condition).reshape(m, -1).double()
             return space.to_constrained(out) if unconstrained else out
 
-        draws, accept_rate = sample_in_support(draw, prior, num_samples)
+        draws, accept_rate = sample_in_support(draw, prior, num_samples, max_rounds=max_sampling_rounds)
     weights, pareto_k = pareto_smooth(importance_weights(draws, prior, sampler), weight_smoothing)
     summary_info = getattr(inference, "_summary", {}) or {}
     epochs = summary_info.get("epochs_trained", [None])

@@ -1,0 +1,107 @@
+r"""Networks that live in the constrained parameter :math:`\theta` but answer in :math:`u`.
+
+The sampler and the score-matching losses work in the unconstrained :math:`u`, with
+:math:`\theta = T(u)` (``ParameterSpace``: logit of a prior box, log of a positive rate). A
+network in :math:`u` must learn the Jacobian of :math:`T` along with the likelihood. Near a box
+face that factor decays exponentially (:math:`\partial\theta/\partial u \approx \theta - a`
+as :math:`\theta \to a`), and a network fitted where the table is dense extrapolates it badly
+into the tails where boundary posteriors sit.
+
+These wrappers put the network in :math:`\theta` and apply the chain rule exactly, for
+elementwise transforms (diagonal :math:`J = \partial\theta/\partial u`):
+
+.. math::
+
+    s_u(u, x) = J(u) \odot s^\theta_\phi(T(u), x), \qquad
+    h_u(u) = J(u) \odot h^\theta_\psi(T(u)).
+
+The losses are unchanged (they differentiate through :math:`J` and :math:`T` by autograd), so
+score matching, the curvature penalty and debiasing keep their meaning in :math:`u`. Measured on
+the monotone regression (``benchmarks/monotone.py``, 11 parameters, most increments at the
+:math:`\theta_k = 0` face): at exact posterior draws the debiased score's squared error fell from
+2.0e7 to 4.7e5 (true score's squared norm 5.9e5) at the same table size.
+
+Reference: the paper's networks take :math:`\theta` itself (Jiang, Wang, Yang, App. C.2);
+``ScoreLangevin(network_coordinates="constrained")``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from ..priors import ParameterSpace
+
+__all__ = ["ConstrainedScoreNet", "ConstrainedMeanNet", "theta_and_jacobian"]
+
+
+def theta_and_jacobian(space: ParameterSpace, u: Tensor) -> tuple[Tensor, Tensor]:
+    r""":math:`\theta = T(u)` and the diagonal :math:`\partial\theta_k/\partial u_k`, both ``[*, d]``.
+
+    Differentiable in ``u`` (the losses take :math:`\nabla_u` of scores built from them). Only
+    elementwise transforms have a diagonal Jacobian: checked by
+    :meth:`ParameterSpace.is_elementwise` when the wrapper is built."""
+    with torch.enable_grad():
+        leaf = not u.requires_grad
+        v = u.detach().requires_grad_(True) if leaf else u
+        theta = space.to_constrained(v)
+        (jac,) = torch.autograd.grad(theta.sum(), v, create_graph=not leaf)
+    if leaf:
+        return theta.detach(), jac.detach()
+    return theta, jac
+
+
+def _check_space(space: ParameterSpace) -> None:
+    if not space.is_elementwise():
+        raise ValueError("network_coordinates='constrained' needs a prior whose support maps to R^d "
+                         "coordinate by coordinate (e.g. independent marginals); this prior's "
+                         "transform mixes coordinates")
+
+
+class ConstrainedScoreNet(nn.Module):
+    r"""Per-observation score in :math:`u` from a network in :math:`\theta`.
+
+    Arguments:
+        space: the ``ParameterSpace`` of the prior (elementwise transform).
+        inner: a :class:`~scorebayes.scores.networks.ScoreNet` taking :math:`\theta`.
+
+    ``forward(u [*, d], x [*, p]) -> [*, d]``; ``sum_over_observations(u [C, d], x [n, p]) -> [C, d]``.
+    """
+
+    def __init__(self, space: ParameterSpace, inner: nn.Module):
+        super().__init__()
+        _check_space(space)
+        self.space, self.inner = space, inner
+        self.theta_dim, self.x_dim = inner.theta_dim, inner.x_dim
+
+    def fit_standardisation(self, u: Tensor, x: Tensor) -> None:
+        self.inner.fit_standardisation(theta_and_jacobian(self.space, u)[0], x)
+
+    def forward(self, u: Tensor, x: Tensor) -> Tensor:
+        theta, jac = theta_and_jacobian(self.space, u)
+        return jac * self.inner(theta, x)
+
+    def sum_over_observations(self, u: Tensor, x: Tensor, **kwargs) -> Tensor:
+        theta, jac = theta_and_jacobian(self.space, u)
+        return jac * self.inner.sum_over_observations(theta, x, **kwargs)
+
+
+class ConstrainedMeanNet(nn.Module):
+    r"""Debiasing mean :math:`h_u(u) = J(u) \odot h^\theta_\psi(T(u))` (``forward(u [*, d]) -> [*, d]``).
+
+    The regression targets (mean scores in :math:`u`) are divided by :math:`J` for the inner
+    network's output standardisation."""
+
+    def __init__(self, space: ParameterSpace, inner: nn.Module):
+        super().__init__()
+        _check_space(space)
+        self.space, self.inner = space, inner
+
+    def fit_standardisation(self, u: Tensor, targets: Tensor) -> None:
+        theta, jac = theta_and_jacobian(self.space, u)
+        safe = torch.where(jac == 0, torch.finfo(jac.dtype).tiny, jac)  # only the statistics use it
+        self.inner.fit_standardisation(theta, targets / safe)
+
+    def forward(self, u: Tensor) -> Tensor:
+        theta, jac = theta_and_jacobian(self.space, u)
+        return jac * self.inner(theta)
