@@ -61,3 +61,11 @@ def test_fig8_partial_resume(bench, tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "score_model", no_fit)
     out = bench.score_losses(None, {"fig8": {}}, None, None, 0, False, done=done[0])
     assert out == done[0]
+
+
+def test_figure8_renders(bench, tmp_path):
+    losses = [{v: {"loss-1": 1.0 + r, "loss-n": 10.0 + r, "loss-n-posterior": 5.0 + r} for v in bench.VARIANTS}
+              for r in range(3)]
+    path = tmp_path / "fig8.png"
+    bench.figure8(losses, path)
+    assert path.stat().st_size > 1000
