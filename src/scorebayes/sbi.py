@@ -60,7 +60,7 @@ from .proposal import GaussianProposal, PriorSampler
 from .samplers.langevin import (curvature_step_size, dense_preconditioner, reflect_into_box,
                                 run_langevin)
 from .scores.local_debias import LocalLinearCorrection, fit_local_correction
-from .scores.coordinates import ConstrainedMeanNet, ConstrainedScoreNet
+from .scores.coordinates import ConstrainedMeanNet, ConstrainedScoreNet, check_elementwise
 from .scores.networks import CrossFitMean, MeanNet, ScoreNet
 from .scores.training import (TrainingSchedule, checkpointing, fit_mean_network, fit_score_network,
                                split_indices)
@@ -206,9 +206,8 @@ class ScoreLangevin:
                              f"{network_coordinates!r}")
         self.prior = prior
         self.space = ParameterSpace(prior)
-        if network_coordinates == "constrained" and not self.space.is_elementwise():
-            raise ValueError("network_coordinates='constrained' needs a prior whose support maps to "
-                             "R^d coordinate by coordinate (e.g. independent marginals)")
+        if network_coordinates == "constrained":
+            check_elementwise(self.space)  # before any simulation
         self.network_coordinates = network_coordinates
         self.simulator = as_simulator(simulator)
         self.mode = mode

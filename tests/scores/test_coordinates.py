@@ -108,3 +108,12 @@ def test_boundary_posterior_matches_the_truncated_normal():
     ratio = posterior.sd() / sd
     assert (z.abs() < 0.5).all(), f"mean error {z.tolist()} posterior sds"
     assert ((ratio - 1).abs() < 0.25).all(), f"sd ratio {ratio.tolist()}"
+
+
+def test_estimator_rejects_a_mixing_transform_before_any_work(monkeypatch):
+    from scorebayes.priors import ParameterSpace as Space
+
+    monkeypatch.setattr(Space, "is_elementwise", lambda self: False)
+    prior = independent([Uniform(0.0, 1.0)])
+    with pytest.raises(ValueError, match="coordinate by coordinate"):
+        ScoreLangevin(prior, lambda t, n, g: t[:, None, :].expand(-1, n, -1), network_coordinates="constrained")

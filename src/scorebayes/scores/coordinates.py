@@ -32,7 +32,7 @@ from torch import Tensor, nn
 
 from ..priors import ParameterSpace
 
-__all__ = ["ConstrainedScoreNet", "ConstrainedMeanNet", "theta_and_jacobian"]
+__all__ = ["ConstrainedScoreNet", "ConstrainedMeanNet", "check_elementwise", "theta_and_jacobian"]
 
 
 def theta_and_jacobian(space: ParameterSpace, u: Tensor) -> tuple[Tensor, Tensor]:
@@ -51,7 +51,8 @@ def theta_and_jacobian(space: ParameterSpace, u: Tensor) -> tuple[Tensor, Tensor
     return theta, jac
 
 
-def _check_space(space: ParameterSpace) -> None:
+def check_elementwise(space: ParameterSpace) -> None:
+    """Raise unless the prior's transform acts coordinate by coordinate (a diagonal Jacobian)."""
     if not space.is_elementwise():
         raise ValueError("network_coordinates='constrained' needs a prior whose support maps to R^d "
                          "coordinate by coordinate (e.g. independent marginals); this prior's "
@@ -70,7 +71,7 @@ class ConstrainedScoreNet(nn.Module):
 
     def __init__(self, space: ParameterSpace, inner: nn.Module):
         super().__init__()
-        _check_space(space)
+        check_elementwise(space)
         self.space, self.inner = space, inner
         self.theta_dim, self.x_dim = inner.theta_dim, inner.x_dim
 
@@ -94,7 +95,7 @@ class ConstrainedMeanNet(nn.Module):
 
     def __init__(self, space: ParameterSpace, inner: nn.Module):
         super().__init__()
-        _check_space(space)
+        check_elementwise(space)
         self.space, self.inner = space, inner
 
     def fit_standardisation(self, u: Tensor, targets: Tensor) -> None:
