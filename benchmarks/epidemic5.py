@@ -229,15 +229,18 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
     figures = figure(model, name, [r for r in records if r["rep"] < args.reps], fig_name)
     seconds = max(time.perf_counter() - start, sum(r["seconds"] for r in records if r["rep"] < args.reps))
     scale_note = common.scale_note(scale, args.reps, args.full)
+    pt = small.get("paper_training", {})
     notes = [
         "Cost unit: one simulated summary matrix S (T = 52 rows). n-model, ABC, NPE: N; BSL: chains x "
         "length x simulations per iteration; localization reported separately.",
         "n-model = ScoreLangevin(mode='full'): the paper's full-data score network on vec(S).",
         "The paper's NPE row is Chatha et al.'s Gaussian NPE (our 'gaussian-npe'); 'npe' is the MAF of sbi.",
-        *([f"{PAPER_TRAINING}: the n-model at the paper's training scale (N = 8,000 summary matrices, "
-           "100 epochs, batch 5: the paper's cost 8e3), sampled like the small-scale n-model (1,000 "
-           f"chains, at most 2,000 steps); first {small['paper_training']['reps']} repetitions only, "
-           "compare with the n-model's rows over the same repetitions in the notes below."]
+        *([(f"{PAPER_TRAINING}: the n-model at the paper's training scale (N = {pt['N']:,} summary matrices, "
+           f"{pt['epochs']} epochs, batch {pt['batch']}: the paper's cost {pt['N']:.0e}), sampled like the "
+           f"small-scale n-model ({pt['samples']:,} chains, at most {pt['max_steps']:,} steps); "
+           + (f"first {pt['reps']} repetitions only" if pt.get("reps", 0) != 1 else "first repetition only")
+           + ", compare with the n-model's rows over the same repetitions in the notes below."
+           ).replace("e+0", "e")]
           if variants and not args.full else []),
         *_same_repetitions(records, paper, args.reps, model.reported_names),
         *extra_notes,
