@@ -67,9 +67,22 @@ from scorebayes.parallel import derive_seed, make_generator
 from scorebayes.posterior import Posterior
 
 __all__ = ["RESULTS", "MethodResult", "parse_args", "machine", "command_line", "run_repetitions",
-           "repetition_record", "summarise", "write_results", "pyplot", "abc_w1_pruned"]
+           "repetition_record", "summarise", "write_results", "pyplot", "abc_w1_pruned", "method_store"]
 
 RESULTS = Path(__file__).resolve().parent / "results"
+STORES = Path(__file__).resolve().parent.parent / "runs" / "bench"  # git-ignored
+
+
+def method_store(name: str, method: str, seed: int, config: dict):
+    """A :class:`~scorebayes.store.RunStore` for one long method run (``runs/bench/NAME-METHOD-SEED``).
+
+    Passed as ``ScoreLangevin(store=...)``, it keeps the tables, per-epoch training checkpoints and
+    the samples, so a repetition killed midway (session end, crash) resumes where it stopped on the
+    next ``scorebayes bench NAME`` call instead of starting over. Another ``config`` under the same
+    name raises :class:`~scorebayes.store.StoreError` (delete the folder to start over)."""
+    from scorebayes.store import RunStore
+
+    return RunStore(STORES / f"{name}-{method}-{seed}", config=config, seed=seed)
 
 
 @dataclass

@@ -25,7 +25,6 @@ import argparse
 import json
 import platform
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -33,6 +32,9 @@ import torch
 from scorebayes.scores import losses
 from scorebayes.scores.losses import curvature_penalty, implicit_score_matching
 from scorebayes.scores.networks import ScoreNet
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from langevin_drift import best_time  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -66,16 +68,6 @@ def step(evaluate, net, theta, x, grad_log_p, groups):
     net.zero_grad(set_to_none=True)
     loss.backward()
     return float(loss.detach())
-
-
-def best_time(fn, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main(argv: list[str] | None = None) -> dict:

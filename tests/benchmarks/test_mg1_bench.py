@@ -1,0 +1,52 @@
+"""Fast checks of the M/G/1 benchmark's bookkeeping (no fitting)."""
+
+import pytest
+import torch
+
+from scorebayes.posterior import Posterior
+
+
+@pytest.fixture(scope="module")
+def bench(load_benchmark):
+    return load_benchmark("mg1.py", "mg1_bench")
+
+
+def _posterior(value):
+    return Posterior(torch.full((4, 2, 3), value, dtype=torch.float64), ["a", "b", "c"])
+
+
+@pytest.mark.parametrize("wrapped", [False, True])
+def test_keep_first_saves_repetition_0_for_posteriors_and_method_results(bench, tmp_path, monkeypatch,
+                                                                        wrapped):
+    """keep_first saves repetition 0's draws for Fig. 2 and hands back what the method returned,
+    whether a Posterior or a MethodResult (n-model-paper-table returns the latter)."""
+    monkeypatch.setattr(bench.common, "RESULTS", tmp_path)
+
+    def method(x_obs, seed):
+        post = _posterior(float(seed))
+        return bench.common.MethodResult(post, extra={"k": 1}) if wrapped else post
+
+    run = bench.keep_first("mg1", {"m": method}, seed=0)["m"]
+    first = bench.derive_seed(0, "m", 0)
+    out = run(None, first)
+    assert isinstance(out, bench.common.MethodResult) == wrapped
+    saved = torch.load(tmp_path / "mg1_rep0_m.pt")
+    assert saved["draws"].shape == (8, 3) and float(saved["draws"][0, 0]) == float(first)
+    run(None, first + 1)  # another repetition leaves the saved draws alone
+    assert float(torch.load(tmp_path / "mg1_rep0_m.pt")["draws"][0, 0]) == float(first)
+
+
+def test_method_store_resumes_the_same_config_and_refuses_another(bench, tmp_path, monkeypatch):
+    """The long n-model-paper-training run keeps its checkpoints in runs/bench/NAME-METHOD-SEED; the
+    same config reopens it (resume), another config under that name is refused, not mixed in."""
+    from scorebayes.store import StoreError
+
+    monkeypatch.setattr(bench.common, "STORES", tmp_path)
+    config = dict(bench.SMALL["n_paper_training"])
+    store = bench.common.method_store("mg1", "n_paper_training", 7, config)
+    assert store.path == tmp_path / "mg1-n_paper_training-7" and (store.path / "manifest.json").is_file()
+    store.save_checkpoint("train-0", {"epoch": 12})
+    again = bench.common.method_store("mg1", "n_paper_training", 7, config)
+    assert again.load_checkpoint("train-0")["epoch"] == 12
+    with pytest.raises(StoreError, match="another config"):
+        bench.common.method_store("mg1", "n_paper_training", 7, {**config, "epochs": 10})
