@@ -305,3 +305,33 @@ def test_fixed_length_simulator_passes_the_pilot():
     x_obs = 1.0 + torch.randn(T, 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     loc = localize(sim, x_obs, prior, replicates=4, iterations=20, num_directions=1)
     assert loc.theta_hat.shape == (4, 1)
+
+
+def _clamped_latent(batch, n, generator):
+    return 0.1 * torch.randn(batch, n, 1, generator=generator, dtype=F64)
+
+
+def _clamped_transform(theta, z):
+    return theta.clamp(-1.0, 1.0)[:, None, :] + z  # no gradient at all where |theta| > 1
+
+
+def test_median_start_moves_replicates_that_prior_draws_strand_on_a_flat_loss():
+    """Replicates started at prior draws with |theta| > 1 get no gradient and stay where they
+    started (q prior-wide); started at the prior median, every replicate reaches theta* = 0.5,
+    and they differ only through their latents (sd ~ 0.1 sqrt(2 / n) = 0.007)."""
+    sim = Simulator(latent=_clamped_latent, transform=_clamped_transform)
+    prior = independent([torch.distributions.Normal(_t(0), _t(3))])
+    x_obs = _clamped_transform(torch.tensor([[0.5]], dtype=F64),
+                               _clamped_latent(1, 400, torch.Generator().manual_seed(2)))[0]
+    kw = dict(replicates=20, iterations=150, num_directions=1, seed=3)
+    drawn = localize(sim, x_obs, prior, **kw)
+    median = localize(sim, x_obs, prior, init="median", **kw)
+    stranded = (drawn.theta_hat[:, 0] - 0.5).abs() > 0.4
+    assert stranded.sum() >= 5  # P(|N(0, 9)| > 1) = 0.74: about 15 of 20
+    assert float(drawn.proposal.sd) > 1.0
+    assert float((median.theta_hat[:, 0] - 0.5).abs().max()) < 0.05
+    assert float(median.proposal.sd) < 0.05
+    with pytest.raises(ValueError, match="restarts > 1 needs"):
+        localize(sim, x_obs, prior, restarts=2, init="median", **kw)
+    with pytest.raises(ValueError, match="init must be 'prior', 'median' or a tensor"):
+        localize(sim, x_obs, prior, init="mean", **kw)

@@ -196,7 +196,11 @@ def localize(
         m: simulated dataset size (default ``n``).
         fixed_directions: draw the directions once instead of at every iteration.
         seed: run seed (latents, directions, initial values).
-        init: ``"prior"`` (one prior draw per replicate) or theta ``[d]`` / ``[B, d]``.
+        init: ``"prior"`` (one prior draw per replicate), ``"median"`` (every replicate starts at
+            the prior's coordinate-wise median, so replicates differ only by their latents, the
+            setting of Theorem 2; a replicate started from a far prior draw can sit where the
+            loss is flat in some coordinates and never move, which leaves :math:`q` prior-wide
+            there) or theta ``[d]`` / ``[B, d]``.
         method: ``"auto"``, ``"adam"`` or ``"nelder-mead"``.
         step_scale: ``"prior"``, a float or a ``[d]`` tensor: unit of the steps in ``u``.
         min_sd: floor of the proposal's sd in ``u``.
@@ -237,7 +241,7 @@ def localize(
         raise ValueError(f"method must be 'auto', 'adam' or 'nelder-mead', got {method!r}")
     if method == "adam" and not simulator.reparametrised:
         raise ValueError("method='adam' needs a simulator with latent and transform")
-    if restarts > 1 and (method != "adam" or not isinstance(init, str)):
+    if restarts > 1 and (method != "adam" or not (isinstance(init, str) and init == "prior")):
         raise ValueError("restarts > 1 needs method='adam' and init='prior'")
     _pilot(simulator, prior, space.dim, p, m, seed, method == "adam")
     u0 = _initial_u(init, prior, space, replicates * restarts, seed)
@@ -410,8 +414,12 @@ def _pilot(simulator: Simulator, prior, d: int, p: int, m: int, seed: int, smoot
 
 def _initial_u(init, prior, space: ParameterSpace, num: int, seed: int) -> Tensor:
     if isinstance(init, str):
-        if init != "prior":
-            raise ValueError(f"init must be 'prior' or a tensor of parameters, got {init!r}")
+        if init not in ("prior", "median"):
+            raise ValueError(f"init must be 'prior', 'median' or a tensor of parameters, got {init!r}")
+        if init == "median":  # the coordinate-wise median of 4,096 prior draws, for every replicate
+            draws = sample_prior(prior, 4_096, generator=make_generator(seed, "localize", "init"))
+            u = space.to_unconstrained(draws.to(torch.float64))
+            return u.median(0).values.expand(num, space.dim).clone()
         theta = sample_prior(prior, num, generator=make_generator(seed, "localize", "init"))
     else:
         theta = torch.as_tensor(init, dtype=torch.float64).reshape(-1, space.dim)
