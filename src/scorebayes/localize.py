@@ -200,7 +200,9 @@ def localize(
             the prior's coordinate-wise median, so replicates differ only by their latents, the
             setting of Theorem 2; a replicate started from a far prior draw can sit where the
             loss is flat in some coordinates and never move, which leaves :math:`q` prior-wide
-            there) or theta ``[d]`` / ``[B, d]``.
+            there; but where the loss has several basins, all replicates fall into the median's:
+            on the M/G/1 queue they agree on a wrong point of the theta1/width ridge, 14-22 of
+            their sd off, so use ``"prior"`` with ``restarts`` there) or theta ``[d]`` / ``[B, d]``.
         method: ``"auto"``, ``"adam"`` or ``"nelder-mead"``.
         step_scale: ``"prior"``, a float or a ``[d]`` tensor: unit of the steps in ``u``.
         min_sd: floor of the proposal's sd in ``u``.
