@@ -97,7 +97,10 @@ NOTES = (
     "keeps prior starts with restarts.) The score net itself is the other limit: its validation loss is "
     "best after ~15 epochs and then rises without bound (-15 at epoch 15, +1.9e5 at epoch 300 in a "
     "300-epoch run), so training longer does not help (300 epochs: the same widths as 100) and the "
-    "paper's 100 epochs act through early stopping here.",
+    "paper's 100 epochs act through early stopping here. Weight decay is no quick fix (scratch "
+    "epi10_wd.py, AdamW for 40 epochs, 100 median-start replicates): 0.1 keeps the best epoch at 17 and "
+    "gives widths like the benchmark's repetition 0 (room rate 1.71); 1.0 removes the overfitting "
+    "(validation still falling at epoch 40) but widens floors 2-4 to 1.6-2.1 and the room rate to 2.9.",
     "Session-10 results with prior starts (20 replicates) for comparison: n-model-paper-training mean "
     "widths 0.056 / 1.765 / 1.245 / 0.740 / 1.009 / 0.443 / 0.439 / 0.145 / 0.222 / 0.377 / 0.187 / "
     "2.818, coverage 34/36; with 2,000 sampler steps the chains had not settled (commit c06f85a).",
