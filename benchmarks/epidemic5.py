@@ -235,12 +235,12 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
         "length x simulations per iteration; localization reported separately.",
         "n-model = ScoreLangevin(mode='full'): the paper's full-data score network on vec(S).",
         "The paper's NPE row is Chatha et al.'s Gaussian NPE (our 'gaussian-npe'); 'npe' is the MAF of sbi.",
-        *([(f"{PAPER_TRAINING}: the n-model at the paper's training scale (N = {pt['N']:,} summary matrices, "
-           f"{pt['epochs']} epochs, batch {pt['batch']}: the paper's cost {pt['N']:.0e}), sampled like the "
+        *([f"{PAPER_TRAINING}: the n-model at the paper's training scale (N = {pt['N']:,} summary matrices, "
+           f"{pt['epochs']} epochs, batch {pt['batch']}: the paper's cost "
+           + f"{pt['N']:.0e}".replace("e+0", "e") + "), sampled like the "
            f"small-scale n-model ({pt['samples']:,} chains, at most {pt['max_steps']:,} steps); "
            + (f"first {pt['reps']} repetitions only" if pt.get("reps", 0) != 1 else "first repetition only")
-           + ", compare with the n-model's rows over the same repetitions in the notes below."
-           ).replace("e+0", "e")]
+           + ", compare with the n-model's rows over the same repetitions in the notes below."]
           if variants and not args.full else []),
         *_same_repetitions(records, paper, args.reps, model.reported_names),
         *extra_notes,

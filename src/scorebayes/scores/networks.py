@@ -150,7 +150,6 @@ class ScoreNet(nn.Module):
             out.append(self.rest(pre).sum(1))
         return torch.cat(out, 0) / self.theta_norm.scale
 
-
     def score_and_jacobian(self, theta: Tensor, x: Tensor) -> tuple[Tensor, Tensor] | None:
         r"""Scores and their :math:`\theta`-Jacobian summed over observations, in one forward pass.
 
