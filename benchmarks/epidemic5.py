@@ -70,20 +70,25 @@ TABLE3 = {
 }
 COST7 = {"abc": 8e3, "bsl": 1e6, "npe": 8e3, "gaussian-npe": 8e3, "n-model": 8e3}
 
+# n-model "validation": the share of the table held out for early stopping. The paper's 50/50 split
+# belongs to the single-model protocol (it chooses the curvature penalty); its epidemic n-model is
+# plain training without a penalty. With 10% held out the net trains on 90% of the same simulations:
+# 8 paired repetitions at the paper's scale (session 12) narrowed floors 2-5 and the room rate by
+# 8-22% against a 50% split, coverage unchanged (epidemic5_partial_validation50.jsonl keeps the old rows)
 SMALL = {
     "reps": 10,
-    "n": {"N": 2_000, "epochs": 30, "batch": 5, "samples": 1_000, "max_steps": 2_000},
+    "n": {"N": 2_000, "epochs": 30, "batch": 5, "samples": 1_000, "max_steps": 2_000, "validation": 0.1},
     "abc": {"N": 8_000, "k": 100},
     "bsl": {"chains": 4, "length": 300, "burn_in": 100, "sims": 50},
     "npe": {"N": 2_000, "samples": 2_000, "epochs": 200},
     "gnpe": {"N": 8_000, "samples": 5_000, "epochs": 300},
     "localization": {"replicates": 20, "iterations": 100, "lr": 1e-1},
     "paper_training": {"N": 8_000, "epochs": 100, "batch": 5, "samples": 1_000, "max_steps": 2_000,
-                       "reps": 8},
+                       "validation": 0.1, "reps": 8},
 }
 FULL = {
     "reps": 100,
-    "n": {"N": 8_000, "epochs": 100, "batch": 5, "samples": 10_000, "max_steps": 20_000},
+    "n": {"N": 8_000, "epochs": 100, "batch": 5, "samples": 10_000, "max_steps": 20_000, "validation": 0.1},
     "abc": {"N": 8_000, "k": 100},
     "bsl": {"chains": 10, "length": 1_000, "burn_in": 200, "sims": 100},
     "npe": {"N": 8_000, "samples": 10_000, "epochs": 1_000},
@@ -126,7 +131,7 @@ def make_methods(model, scale: dict, chosen: list[str], *, localize: bool, seed:
             prior, sim, mode="full", localize=localize, localization=scale["localization"],
             num_simulations=s["N"], hidden=(512, 256, 128), activation="elu",
             schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=0, batch_size=s["batch"],
-                                      lr=(1e-4, 1e-5)),
+                                      lr=(1e-4, 1e-5), validation_fraction=s["validation"]),
             curvature_penalties=(0.0,), parameter_names=names, seed=s_, progress=False)
         return est.fit(x_obs).sample(s["samples"], chains=s["samples"], max_steps=s["max_steps"])
 
@@ -254,11 +259,22 @@ PAPER = _paper_rows(TABLE3, COST7)
 
 if __name__ == "__main__":
     main("epidemic5", paper=PAPER, localize=False, extra_notes=(
-        "TABLE 3 n-model: NOT MET. At the small scale (N = 2,000, 30 epochs) the widths are up to about "
-        "twice the paper's; at the paper's training scale (n-model-paper-training, the paper's cost) "
-        "they come closer, with coverage 1.0: beta_facility, floors 1 and 3 and the room rate within the "
-        "paper's + 10%, floors 2, 4 and 5 wider (ratios in the line above; 8 repetitions, the paper's are "
-        "means over 100). The sampler "
+        "TABLE 3 n-model: NOT MET BY A SMALL MARGIN (session 12). At the paper's training scale and cost "
+        "(n-model-paper-training: N = 8,000, 100 epochs, batch 5, 10% of the table held out for early "
+        "stopping), first 8 repetitions: every CI95 width within the paper's + 10% except floor 5 "
+        "(1.12x, standard error 0.03), coverage 56 of 56 (ratios in the line above; the paper's are "
+        "means over 100 repetitions). At the small scale (N = 2,000, 30 epochs) the widths are up to "
+        "about twice the paper's.",
+        "WHAT CLOSED MOST OF THE GAP: the held-out share (session 12, scratch /work/scratch/s12/ep5_val.py, "
+        "the same data and seeds). With the single-model protocol's 50% split (session 11's rows, kept in "
+        "epidemic5_partial_validation50.jsonl) the same 8 repetitions gave 1.03 / 0.89 / 1.25 / 1.09 / "
+        "1.23 / 1.47 / 1.07x the paper's widths; holding out 10% narrows floors 2-5 and the room rate by "
+        "8-22% (paired per repetition, standard errors 0.03-0.07) and leaves the facility rate and floor 1 "
+        "unchanged; holding out 5% gives the same within error (1.03 / 0.87 / 1.00 / 0.91 / 1.02 / 1.14 / "
+        "0.97x). The net was limited by the simulations it trained on, not by training time (below). "
+        "Runs are bit-reproducible on one machine; repetition 0 run on another machine differed by up to "
+        "1% in the widths (floating-point kernels).",
+        "Earlier checks, all with the 50% split: the sampler "
         "is not the cause "
         "(session 8, scratch): on repetition 0, 5,000 and 20,000 burn-in steps give the same widths as the "
         "automatic 651 (small net) and 1,000 (paper-scale net) within Monte Carlo error. Nor does a second "
@@ -269,6 +285,4 @@ if __name__ == "__main__":
         "0.052 / 0.194 / 0.183 / 0.164 / 0.224 / 0.204 and 0.071 / 0.051 / 0.121 / 0.154 / 0.194 / 0.145 / "
         "0.239. Twice the epochs does not narrow them (the second seed, 200 epochs: 0.060 / 0.054 / 0.128 / "
         "0.170 / 0.189 / 0.137 / 0.246); twice the tables, at twice the paper's cost, narrows floors 2-4 by "
-        "13-28% (N = 16,000, 100 epochs: 0.058 / 0.050 / 0.105 / 0.120 / 0.140 / 0.162 / 0.212). That is "
-        "one run, and the seed-to-seed spread above is as large, so it suggests, but does not show, that "
-        "the net is limited by the number of simulations rather than by training time.",))
+        "13-28% (N = 16,000, 100 epochs: 0.058 / 0.050 / 0.105 / 0.120 / 0.140 / 0.162 / 0.212).",))
