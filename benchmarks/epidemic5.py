@@ -73,7 +73,7 @@ COST7 = {"abc": 8e3, "bsl": 1e6, "npe": 8e3, "gaussian-npe": 8e3, "n-model": 8e3
 # n-model "validation": the share of the table held out for early stopping. The paper's 50/50 split
 # belongs to the single-model protocol (it chooses the curvature penalty); its epidemic n-model is
 # plain training without a penalty. With 10% held out the net trains on 90% of the same simulations:
-# 8 paired repetitions at the paper's scale (session 12) narrowed floors 2-5 and the room rate by
+# 8 paired repetitions at the paper's scale (sessions 12-13) narrowed floors 2-5 and the room rate by
 # 8-22% against a 50% split, coverage unchanged (epidemic5_partial_validation50.jsonl keeps the old rows)
 SMALL = {
     "reps": 10,
@@ -260,14 +260,14 @@ PAPER = _paper_rows(TABLE3, COST7)
 
 if __name__ == "__main__":
     main("epidemic5", paper=PAPER, localize=False, extra_notes=(
-        "TABLE 3 n-model: MET AT THE PAPER'S TRAINING SCALE, NARROWLY ON FLOOR 5 (session 12). "
+        "TABLE 3 n-model: MET AT THE PAPER'S TRAINING SCALE, NARROWLY ON FLOOR 5 (session 13). "
         "n-model-paper-training (N = 8,000, 100 epochs, batch 5: the paper's cost; 10% of the table held "
         "out for early stopping), 10 repetitions: every CI95 width within the paper's + 10% (0.88-1.05x, "
         "ratios in the line above), coverage 70 of 70. Floor 5 is the tight one: 1.05x with a standard "
         "error of 0.05 over the 10 repetitions, and over the first 8 alone it was 1.12x, so its margin is "
         "about one standard error (the paper's widths are means over 100 repetitions). At the small scale "
         "(the 'n-model' row: N = 2,000, 30 epochs) the widths are up to 1.84x the paper's.",
-        "WHAT CLOSED MOST OF THE GAP: the held-out share (session 12, scratch /work/scratch/s12/ep5_val.py, "
+        "WHAT CLOSED MOST OF THE GAP: the held-out share (sessions 12-13, scratch /work/scratch/s12/ep5_val.py, "
         "the same data and seeds, the first 8 repetitions). With the single-model protocol's 50% split "
         "(session 11's rows, kept in epidemic5_partial_validation50.jsonl) they gave 1.03 / 0.89 / 1.25 / 1.09 / "
         "1.23 / 1.47 / 1.07x the paper's widths; holding out 10% narrows floors 2-5 and the room rate by "
