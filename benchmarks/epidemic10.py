@@ -98,8 +98,13 @@ NOTES = (
     "sliced-Wasserstein distance on summary rows favours a near-zero within-floor rate for the floor "
     "with the smallest true rate (0.02), whose infections the other routes can explain, so the "
     "n-model's table barely reaches the truth in floor 1 and its posterior there extrapolates (widths "
-    "9-17x the paper's). Not tried yet: drawing part of the table from the prior (a defensive "
-    "mixture; the score-matching loss needs only q's score, which a mixture has).",
+    "9-17x the paper's). But covering the truth is not enough: with 20% of the table drawn from the "
+    "prior (a defensive mixture, scratch /work/scratch/s13/ep10_mix.py; the score-matching loss needs "
+    "only the mixture's score) floor 1's width grew (repetition 0: 2.63 against 2.20; repetition 2: "
+    "1.78 against 1.09) while floors 2-4 and the room rate narrowed a little on repetition 0. In every "
+    "variant floor 1's CI95 runs from about 0.001 to 1-2.6, the prior's own 95% range (0.0009 .. 2.7): "
+    "the net learns next to nothing about floor 1's rate, whatever the table. Why the paper's net did "
+    "(width 0.127) is not found.",
     "WHY THE LOCALIZATION START MATTERS (session 11, scratch /work/scratch/s11/epi10_loc.py and "
     "epi10_train*.py, repetition 0, 20 replicates). Started at prior draws (the session-10 runs, "
     "epidemic10_partial_prior_start.jsonl), replicates whose floor rate starts at e^-8 or e^+2 get no "
