@@ -102,7 +102,7 @@ NOTES = (
     "prior (a defensive mixture, scratch /work/scratch/s13/ep10_mix.py; the score-matching loss needs "
     "only the mixture's score) floor 1's width grew (repetition 0: 2.63 against 2.20; repetition 2: "
     "1.78 against 1.09) while floors 2-4 and the room rate narrowed a little on repetition 0. In every "
-    "variant floor 1's CI95 runs from about 0.001 to 1-2.6, the prior's own 95% range (0.0009 .. 2.7): "
+    "variant floor 1's CI95 runs from about 0.001 to 1-2.6, the prior's own 95% range (0.001 .. 2.5): "
     "the net learns next to nothing about floor 1's rate, whatever the table. Why the paper's net did "
     "(width 0.127) is not found.",
     "WHY THE LOCALIZATION START MATTERS (session 11, scratch /work/scratch/s11/epi10_loc.py and "
