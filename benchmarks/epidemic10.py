@@ -60,10 +60,10 @@ COST8 = {"abc": 2e4, "bsl": 2e6, "npe": 2e4, "gaussian-npe": 2e4, "n-model": 2e4
 LOCALIZATION = {"replicates": 100, "iterations": 100, "lr": 1e-1, "init": "median"}
 SMALL = {**epidemic5.SMALL, "reps": 5, "localization": LOCALIZATION,
          "paper_training": {"N": 20_000, "epochs": 100, "batch": 5, "samples": 1_000, "max_steps": 20_000,
-                            "validation": 0.1, "reps": 3}}
+                            "validation": epidemic5.N_MODEL_VALIDATION, "reps": 3}}
 FULL = {
     "reps": 50,
-    "n": {"N": 20_000, "epochs": 100, "batch": 5, "samples": 10_000, "max_steps": 20_000, "validation": 0.1},
+    "n": {"N": 20_000, "epochs": 100, "batch": 5, "samples": 10_000, "max_steps": 20_000, "validation": epidemic5.N_MODEL_VALIDATION},
     "abc": {"N": 20_000, "k": 100},
     "bsl": {"chains": 10, "length": 1_000, "burn_in": 200, "sims": 200},
     "npe": {"N": 20_000, "samples": 10_000, "epochs": 5_000},
