@@ -63,7 +63,8 @@ SMALL = {**epidemic5.SMALL, "reps": 5, "localization": LOCALIZATION,
                             "validation": epidemic5.N_MODEL_VALIDATION, "reps": 3}}
 FULL = {
     "reps": 50,
-    "n": {"N": 20_000, "epochs": 100, "batch": 5, "samples": 10_000, "max_steps": 20_000, "validation": epidemic5.N_MODEL_VALIDATION},
+    "n": {"N": 20_000, "epochs": 100, "batch": 5, "samples": 10_000, "max_steps": 20_000,
+          "validation": epidemic5.N_MODEL_VALIDATION},
     "abc": {"N": 20_000, "k": 100},
     "bsl": {"chains": 10, "length": 1_000, "burn_in": 200, "sims": 200},
     "npe": {"N": 20_000, "samples": 10_000, "epochs": 5_000},

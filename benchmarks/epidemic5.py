@@ -89,7 +89,8 @@ SMALL = {
 }
 FULL = {
     "reps": 100,
-    "n": {"N": 8_000, "epochs": 100, "batch": 5, "samples": 10_000, "max_steps": 20_000, "validation": N_MODEL_VALIDATION},
+    "n": {"N": 8_000, "epochs": 100, "batch": 5, "samples": 10_000, "max_steps": 20_000,
+          "validation": N_MODEL_VALIDATION},
     "abc": {"N": 8_000, "k": 100},
     "bsl": {"chains": 10, "length": 1_000, "burn_in": 200, "sims": 100},
     "npe": {"N": 8_000, "samples": 10_000, "epochs": 1_000},
