@@ -1,4 +1,4 @@
-r"""Parameter samplers for reference tables: the prior, or a localized Gaussian proposal.
+r"""Parameter samplers for reference tables: the prior, a localized Gaussian proposal, or a mixture.
 
 Both expose the same small interface, used by reference tables, score matching
 (:math:`\nabla_u \log p_{\text{train}}(u)`, METHODS.md V.A1) and importance
@@ -24,7 +24,7 @@ from torch.distributions import Distribution
 from .priors import ParameterSpace
 from .priors import sample as sample_prior
 
-__all__ = ["PriorSampler", "GaussianProposal"]
+__all__ = ["PriorSampler", "GaussianProposal", "MixtureProposal"]
 
 
 class PriorSampler:
@@ -87,3 +87,56 @@ class GaussianProposal:
 
     def to_dict(self) -> dict:
         return {"mean_unconstrained": self.mean.tolist(), "sd_unconstrained": self.sd.tolist()}
+
+
+class MixtureProposal:
+    r"""The density of a table pooled from several rounds: :math:`p(u) = \sum_r w_r\, q_r(u)`.
+
+    A table made of :math:`N_r` draws from each :math:`q_r` is a sample of this mixture with
+    :math:`w_r = N_r / \sum_s N_s`, so score matching on the pooled table uses
+    :math:`\nabla_u \log p(u) = \sum_r \rho_r(u)\, \nabla_u \log q_r(u)` with the
+    responsibilities :math:`\rho_r(u) = w_r q_r(u) / p(u)` (METHODS.md V.A1: the loss needs only
+    the training density's score).
+
+    Arguments:
+        components: samplers with ``log_prob_unconstrained``, ``grad_log_prob_unconstrained``
+            and ``sample``, all over the same parameter space.
+        weights: :math:`w_r`, ``[R]`` non-negative (normalised here), e.g. the rounds' table sizes.
+    """
+
+    def __init__(self, components, weights):
+        self.components = list(components)
+        w = torch.as_tensor(weights, dtype=torch.float64).reshape(-1)
+        if not self.components or len(w) != len(self.components):
+            raise ValueError(f"need one weight per component, got {len(w)} weights for "
+                             f"{len(self.components)} components")
+        if not torch.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
+            raise ValueError(f"weights must be non-negative with a positive sum, got {w.tolist()}")
+        self.weights = w / w.sum()
+        self.space = self.components[0].space
+
+    def _log_terms(self, u: Tensor) -> Tensor:
+        """``[B, R]``: :math:`\log w_r + \log q_r(u)`."""
+        return torch.stack([c.log_prob_unconstrained(u) for c in self.components], -1) + self.weights.log()
+
+    def sample(self, num: int, generator: torch.Generator | None = None) -> Tensor:
+        """``theta [num, d]``: each draw from component r with probability :math:`w_r`."""
+        pick = torch.multinomial(self.weights, num, replacement=True, generator=generator)
+        theta = torch.empty(num, self.space.dim, dtype=torch.float64)
+        for r, component in enumerate(self.components):
+            rows = (pick == r).nonzero().reshape(-1)
+            if len(rows):
+                theta[rows] = component.sample(len(rows), generator).to(torch.float64)
+        return theta
+
+    def log_prob_unconstrained(self, u: Tensor) -> Tensor:
+        return torch.logsumexp(self._log_terms(u), -1)
+
+    def grad_log_prob_unconstrained(self, u: Tensor) -> Tensor:
+        rho = torch.softmax(self._log_terms(u), -1)  # [B, R] responsibilities
+        grads = torch.stack([c.grad_log_prob_unconstrained(u) for c in self.components], -1)
+        return (grads * rho.unsqueeze(-2)).sum(-1)
+
+    def log_prob(self, theta: Tensor) -> Tensor:
+        u = self.space.to_unconstrained(theta.to(torch.float64))
+        return self.log_prob_unconstrained(u) - self.space.log_abs_det_jacobian(u)

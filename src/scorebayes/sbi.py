@@ -56,7 +56,7 @@ from torch.distributions import Distribution
 from .parallel import derive_seed, make_generator
 from .posterior import Posterior
 from .priors import ParameterSpace
-from .proposal import GaussianProposal, PriorSampler
+from .proposal import GaussianProposal, MixtureProposal, PriorSampler
 from .samplers.langevin import (curvature_step_size, dense_preconditioner, reflect_into_box,
                                 run_langevin)
 from .scores.local_debias import LocalLinearCorrection, fit_local_correction
@@ -383,13 +383,6 @@ class ScoreLangevin:
                 self._in_coordinates(MeanNet(d, self.hidden, self.activation), ConstrainedMeanNet).to(self.device)
                 for _ in range(2 if self.cross_fit else 1)])
         self.mean_net_ = None
-        weight_fn = None
-        if self.weight_fn is not None:
-            user_weight = self.weight_fn
-
-            def weight_fn(u: Tensor, x: Tensor) -> Tensor:  # g evaluated at theta = T(u)
-                return user_weight(self.space.to_constrained(u.double()).to(u.dtype), x)
-
         if self.mode == "single":
             num = self.num_simulations or 20_000
             m_r = self.group_size or min(1000, max(100, n))
@@ -409,15 +402,89 @@ class ScoreLangevin:
             num = self.num_simulations or 2_000
             u_t, x_t, cost = self._table(self.proposal_, num, n, "N", paired=self._paired())
             self.simulations_["table_N"] = cost
-            self._record_training_region(u_t)
-            self.fit_report_ = fit_score_network(
-                self.score_net_, u_t.float(), self._table_view(x_t),
-                self.proposal_.grad_log_prob_unconstrained(u_t).float(),
-                schedule=self.schedule,
-                penalties=self.curvature_penalties if self.mode in ("n", "markov") else (0.0,),
-                weight_fn=weight_fn, pairs=self._pairs(u_t), generator=gen, progress=self.progress,
-                desc="score net")
+            self.rounds_ = [{"proposal": self.proposal_, "u": u_t, "x": x_t}]
+            self._fit_data_set_score(self.proposal_, u_t, x_t, self._pairs(u_t), gen)
         self.fit_seconds_ = time.perf_counter() - start
+        return self
+
+    def _new_score_net(self, p_net: int, *keys: Any) -> nn.Module:
+        """A freshly initialised score network for a later round (seeded by the run seed and ``keys``)."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(derive_seed(self.seed, "init", *keys))
+            net = ScoreNet(self.space.dim, p_net, self.hidden, self.activation)
+        return self._in_coordinates(net, ConstrainedScoreNet).to(self.device)
+
+    def _fit_data_set_score(self, density: Any, u_t: Tensor, x_t: Tensor, pairs: Tensor | None,
+                            gen: torch.Generator) -> None:
+        """Score matching on a table of whole data sets (modes n, full, markov) drawn from ``density``."""
+        weight_fn = None
+        if self.weight_fn is not None:
+            user_weight = self.weight_fn
+
+            def weight_fn(u: Tensor, x: Tensor) -> Tensor:  # g evaluated at theta = T(u)
+                return user_weight(self.space.to_constrained(u.double()).to(u.dtype), x)
+
+        self._record_training_region(u_t)
+        self.fit_report_ = fit_score_network(
+            self.score_net_, u_t.float(), self._table_view(x_t),
+            density.grad_log_prob_unconstrained(u_t).float(),
+            schedule=self.schedule,
+            penalties=self.curvature_penalties if self.mode in ("n", "markov") else (0.0,),
+            weight_fn=weight_fn, pairs=pairs, generator=gen, progress=self.progress,
+            desc="score net")
+
+    def refine_proposal(self, posterior: Posterior, *, num_simulations: int | None = None,
+                        inflation: float = 1.0) -> ScoreLangevin:
+        r"""Add a table round around ``posterior`` and retrain on every round's table
+        (modes ``"n"``, ``"full"``, ``"markov"``; beyond the paper).
+
+        Round :math:`k+1` draws ``num_simulations`` parameters (default: the first round's
+        size) from :math:`q_{k+1} = \mathcal N(\bar u, \operatorname{diag}(c\,s_u)^2)`, the
+        mean and ``inflation`` :math:`c` x SD of the posterior draws in ``u``, simulates one data
+        set for each, and trains a fresh score network on the pooled table of all rounds. The
+        pooled table is a sample of the mixture :math:`p(u) = \sum_r (N_r/N)\, q_r(u)`
+        (:class:`~scorebayes.proposal.MixtureProposal`), whose score enters the loss (4) in place
+        of :math:`\nabla\log q`; chains later start from that mixture.
+
+        Use it when the localization's :math:`q` misses part of the posterior. A weakly
+        identified parameter can do that: its minimum-distance replicates drift to the edge of the
+        prior where the data say little (epidemic setting 2, floor 1: replicates at
+        :math:`\log\beta \approx -7` against the truth's -3.9), so the first round never
+        simulates the values the data rule out and the posterior there is the prior's. The first
+        round's posterior spreads over those values, and the second round's table covers them.
+        Cost: ``simulations_["table_N<k>"]``. Call :meth:`sample` again afterwards.
+        """
+        self._check_fitted()
+        if self.mode == "single":
+            raise ValueError("refine_proposal needs mode 'n', 'full' or 'markov'; for the "
+                             "single-model use refine_debiasing")
+        if not inflation > 0:
+            raise ValueError(f"inflation must be > 0, got {inflation}")
+        draws = torch.as_tensor(posterior.draws, dtype=torch.float64).reshape(-1, posterior.draws.shape[-1])
+        if draws.shape[-1] != self.space.dim or len(draws) < 2:
+            raise ValueError(f"posterior must hold at least 2 draws of dimension {self.space.dim}, "
+                             f"got {tuple(posterior.draws.shape)}")
+        u, keep = self._to_u(draws)
+        u = u[keep]
+        if len(u) < 2 or not (u.std(0) > 0).all():
+            raise ValueError("the posterior's draws do not spread in every coordinate (fewer than 2 "
+                             "distinct finite draws?): cannot fit a proposal to them")
+        k = len(self.rounds_)
+        num = num_simulations or len(self.rounds_[0]["u"])
+        if num < 2:
+            raise ValueError(f"num_simulations must be >= 2, got {num}")
+        q = GaussianProposal(self.space, u.mean(0), inflation * u.std(0))
+        with checkpointing(self.store, f"round{k}"):
+            u_k, x_k, cost = self._table(q, num, self.n_obs_, f"N{k}")
+            self.simulations_[f"table_N{k}"] = cost
+            self.rounds_.append({"proposal": q, "u": u_k, "x": x_k})
+            u_t = torch.cat([r["u"] for r in self.rounds_])
+            x_t = torch.cat([r["x"] for r in self.rounds_])
+            self.proposal_ = MixtureProposal([r["proposal"] for r in self.rounds_],
+                                             [len(r["u"]) for r in self.rounds_])
+            self.score_net_ = self._new_score_net(self._observations(self.x_obs_).shape[-1], "round", k)
+            self._fit_data_set_score(self.proposal_, u_t, x_t, None,
+                                     make_generator(self.seed, "training", "round", k))
         return self
 
     def _fit_debiasing(self, u_s: Tensor, x_s: Tensor, u_r: Tensor, x_r: Tensor,
