@@ -125,7 +125,11 @@ NOTES = (
     "table alone (repetition 0) narrows floor 1 most (0.374), but the room rate's width grows to 5.6. "
     "NOT A FIX: floor 1 stays 4-8x the paper's 0.127, and no variant is narrower on every "
     "coordinate. Seed-to-seed spread is large: repetition 0 run twice with different round-2 seeds "
-    "gave floors 2-4 at 0.30 / 0.52 / 0.60 and 0.47 / 0.40 / 0.98.",
+    "gave floors 2-4 at 0.30 / 0.52 / 0.60 and 0.47 / 0.40 / 0.98. Three rounds of 6,667 tables "
+    "(repetition 1, scratch ep10_lib3.py, records in the same file): after round 2 0.075 / 0.60 / 0.35 / "
+    "0.48 / 0.44 / 0.16 / 0.14 / 0.13 / 0.17 / 0.19 / 0.15 / 0.73, after round 3 0.058 / 1.03 / 0.41 / "
+    "0.24 / 0.53 / 0.15 / 0.12 / 0.16 / 0.16 / 0.20 / 0.16 / 0.26 (12/12 covered): a third round does "
+    "not converge either (floor 1 widens again).",
     "WHY THE LOCALIZATION START MATTERS (session 11, scratch /work/scratch/s11/epi10_loc.py and "
     "epi10_train*.py, repetition 0, 20 replicates). Started at prior draws (the session-10 runs, "
     "epidemic10_partial_prior_start.jsonl), replicates whose floor rate starts at e^-8 or e^+2 get no "
