@@ -275,6 +275,15 @@ class ScoreLangevin:
         keep = torch.isfinite(u).all(1)
         return u, keep
 
+    def _posterior_u(self, posterior: Posterior) -> Tensor:
+        """A posterior's finite draws in ``u``, ``[S, d]`` (checks the dimension and count)."""
+        draws = torch.as_tensor(posterior.draws, dtype=torch.float64).reshape(-1, posterior.draws.shape[-1])
+        if draws.shape[-1] != self.space.dim or len(draws) < 2:
+            raise ValueError(f"posterior must hold at least 2 draws of dimension {self.space.dim}, "
+                             f"got {tuple(posterior.draws.shape)}")
+        u, keep = self._to_u(draws)
+        return u[keep]
+
     def _in_coordinates(self, net: nn.Module, wrapper: type[nn.Module]) -> nn.Module:
         """``net`` as built (it takes u), or wrapped to take theta = T(u) (``network_coordinates``)."""
         return wrapper(self.space, net) if self.network_coordinates == "constrained" else net
@@ -460,12 +469,7 @@ class ScoreLangevin:
                              "single-model use refine_debiasing")
         if not inflation > 0:
             raise ValueError(f"inflation must be > 0, got {inflation}")
-        draws = torch.as_tensor(posterior.draws, dtype=torch.float64).reshape(-1, posterior.draws.shape[-1])
-        if draws.shape[-1] != self.space.dim or len(draws) < 2:
-            raise ValueError(f"posterior must hold at least 2 draws of dimension {self.space.dim}, "
-                             f"got {tuple(posterior.draws.shape)}")
-        u, keep = self._to_u(draws)
-        u = u[keep]
+        u = self._posterior_u(posterior)
         if len(u) < 2 or not (u.std(0) > 0).all():
             raise ValueError("the posterior's draws do not spread in every coordinate (fewer than 2 "
                              "distinct finite draws?): cannot fit a proposal to them")
@@ -547,18 +551,12 @@ class ScoreLangevin:
             raise ValueError("refine_debiasing needs mode='single' with debiasing (debias != 'none')")
         if inflation <= 0:
             raise ValueError(f"inflation must be > 0, got {inflation}")
-        d = self.space.dim
         if posterior is None:
             if not isinstance(self.proposal_, GaussianProposal):
                 raise ValueError("refine_debiasing(None) needs a localized proposal (localize=True)")
             center, spread = self.proposal_.mean.double(), self.proposal_.sd.double()
         else:
-            draws = torch.as_tensor(posterior.draws, dtype=torch.float64).reshape(-1, posterior.draws.shape[-1])
-            if draws.shape[-1] != d or len(draws) < 2:
-                raise ValueError(f"posterior must hold at least 2 draws of dimension {d}, "
-                                 f"got {tuple(posterior.draws.shape)}")
-            u, keep = self._to_u(draws)
-            u = u[keep]
+            u = self._posterior_u(posterior)
             # robust centre and spread: a few chains stuck at a boundary must not widen the region
             center = u.median(0).values
             mad = (u - center).abs().median(0).values * 1.4826
