@@ -149,7 +149,9 @@ NOTES = (
     "truth, the observed data): its floor-1 likelihood score in log units is 0.15 / 0.10 / 0.07 / 0.045 / "
     "0.03 at log beta_1 = -8 / -4 / -2 / 0 / 1, i.e. flat, where the data call for a strong pull down "
     "above -2; the same net's floor-5 score falls from 9.0 to -41.7 over that range with its root at "
-    "-2.4 (truth -2.3). So the failure is the network's: "
+    "-2.4 (truth -2.3). The net trained on the coordinate-wise defensive table is just as flat in floor "
+    "1 (0.04 / -0.02 / -0.06 / -0.10 / -0.11 at the same points; ep10_f1score_def.py), its floor-5 "
+    "root again at -2.4. So the failure is the network's: "
     "with a 636 -> 512 -> 256 -> 128 ELU net, batch 5 and 100 epochs, the score of a coordinate whose "
     "signal sits in a few of the 624 inputs and in a small part of the table is not learned. Not tried: "
     "summaries that expose the floor means directly, or a separate small net per floor.",
