@@ -459,8 +459,10 @@ class ScoreLangevin:
         identified parameter can do that: its minimum-distance replicates drift to the edge of the
         prior where the data say little (epidemic setting 2, floor 1: replicates at
         :math:`\log\beta \approx -7` against the truth's -3.9), so the first round never
-        simulates the values the data rule out and the posterior there is the prior's. The first
-        round's posterior spreads over those values, and the second round's table covers them.
+        simulates the values the data rule out. The first round's posterior spreads over those
+        values, and the second round's table covers them. Covering is necessary, not sufficient:
+        on that example the second round halves floors 1-2 but widens others, and the network
+        still learns little of floor 1's score (``benchmarks/results/epidemic10.md``).
         Cost: ``simulations_["table_N<k>"]``. Call :meth:`sample` again afterwards.
         """
         self._check_fitted()
@@ -470,7 +472,7 @@ class ScoreLangevin:
         if not inflation > 0:
             raise ValueError(f"inflation must be > 0, got {inflation}")
         u = self._posterior_u(posterior)
-        if len(u) < 2 or not (u.std(0) > 0).all():
+        if not (u.std(0) > 0).all():  # also false (NaN) for fewer than 2 finite draws
             raise ValueError("the posterior's draws do not spread in every coordinate (fewer than 2 "
                              "distinct finite draws?): cannot fit a proposal to them")
         k = len(self.rounds_)
