@@ -49,10 +49,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.distributions import Distribution
 
+from .diagnostics import remembers_start, start_memory
 from .parallel import derive_seed, make_generator
 from .posterior import Posterior
 from .priors import ParameterSpace
@@ -660,6 +662,11 @@ class ScoreLangevin:
                 parameters are identified at very different precisions (the automatic step is
                 set by the stiffest direction). Proposals are still reflected into the training
                 region, in u coordinates.
+
+        Warns when over 1% of the draws lie at the edge of the trained region
+        (``info["edge_fraction"]``) and when the chains' last draws still depend on their starts
+        (:func:`~scorebayes.diagnostics.start_memory`; ``info["start_memory"]`` is the largest
+        :math:`R^2` over the parameters): stuck chains, or chains split between separated modes.
         """
         self._check_fitted()
         if num_samples < 1:
@@ -687,13 +694,14 @@ class ScoreLangevin:
             low = torch.maximum(low, self.space.to_unconstrained(torch.as_tensor(s_low, dtype=torch.float64)))
             high = torch.minimum(high, self.space.to_unconstrained(torch.as_tensor(s_high, dtype=torch.float64)))
         bounds = (low, high)
-        results, infos = [], []
+        results, infos, starts = [], [], []
         for c in range(copies):
             x_copy = self._noisy(self.x_obs_, "observed", c)
             g = make_generator(seed, "langevin", c)
             sampler = self.proposal_ if init == "proposal" else PriorSampler(self.prior)
             u0, keep = self._to_u(sampler.sample(per_copy, g))
             u0 = u0[keep]
+            starts_u = u0  # kept in u for the start-memory check (u0 may become v below)
 
             def lik(u: Tensor, x_copy: Tensor = x_copy) -> Tensor:
                 return self.likelihood_score(u, x_copy, compiled=compile_drift)
@@ -751,8 +759,21 @@ class ScoreLangevin:
                                        constrain=constrain,
                                        generator=g, progress=self.progress)
             results.append(to_u(draws[~info.diverged]))
+            starts.append(starts_u[~info.diverged])
             infos.append(info)
         u_draws = torch.cat(results, 0)
+        # chains that mixed have forgotten where they started (diagnostics.start_memory)
+        memory = start_memory(torch.cat(starts).cpu().numpy(), u_draws[:, -1].cpu().numpy())
+        if remembers_start(memory):
+            k = int(np.nanargmax(memory.r_squared))
+            name = (self.parameter_names or [f"theta{j}" for j in range(len(memory.r_squared))])[k]
+            warnings.warn(f"the chains have not forgotten their starts: over {len(u_draws)} chains, the "
+                          f"starts explain {memory.r_squared[k]:.0%} of the spread of the last draws of "
+                          f"{name} (p = {memory.p_value[k]:.1e}). The chains are stuck, or split between "
+                          "separated modes by where they started, so the draws over-represent the start "
+                          "distribution. Raise max_steps, try precondition='dense', or look for "
+                          "spurious modes of the learned score",
+                          stacklevel=2)
         # draws at a side of the trained region (not at a support bound, where the posterior may
         # legitimately pile up, e.g. theta1 <= min x for the M/G/1 queue)
         tol = 0.02 * (high - low)
@@ -778,6 +799,8 @@ class ScoreLangevin:
             "chains": int(u_draws.shape[0]),
             "diverged_chains": int(sum(int(i.diverged.sum()) for i in infos)),
             "edge_fraction": edge_fraction,
+            "start_memory": float(np.nanmax(memory.r_squared)) if np.isfinite(memory.r_squared).any()
+            else float("nan"),
             "precondition": precondition,
             "curvature_penalty": self.fit_report_.penalty,
             "mean_penalty": getattr(self, "mean_report_", None) and self.mean_report_.penalty,
