@@ -153,8 +153,14 @@ NOTES = (
     "1 (0.04 / -0.02 / -0.06 / -0.10 / -0.11 at the same points; ep10_f1score_def.py), its floor-5 "
     "root again at -2.4. So the failure is the network's: "
     "with a 636 -> 512 -> 256 -> 128 ELU net, batch 5 and 100 epochs, the score of a coordinate whose "
-    "signal sits in a few of the 624 inputs and in a small part of the table is not learned. Not tried: "
-    "summaries that expose the floor means directly, or a separate small net per floor.",
+    "signal sits in a few of the 624 inputs and in a small part of the table is not learned. "
+    "EXPOSING THE FLOOR MEANS DOES NOT HELP (session 16, scratch /work/scratch/s16/ep10_feat.py, "
+    "repetition 0, the same coordinate-wise defensive table and seeds; records appended to "
+    "epidemic10_defensive_scratch.jsonl with a 'view' field). With the column means and SDs of S (the "
+    "BSL summaries, 24 numbers) added to vec(S), floor 1's width is 4.31 (mean 0.64: the draws go up, "
+    "not down), floor 2 0.112, floors 3-4 0.21 / 0.36, room 0.195, the others as before; with the 24 "
+    "summaries alone, floor 1 is 1.32, but floors 2-10 and the room rate widen (floor 9 0.53, missed) "
+    "and the facility rate is 0.070. Not tried: a separate small net per floor.",
     "WHY THE LOCALIZATION START MATTERS (session 11, scratch /work/scratch/s11/epi10_loc.py and "
     "epi10_train*.py, repetition 0, 20 replicates). Started at prior draws (the session-10 runs, "
     "epidemic10_partial_prior_start.jsonl), replicates whose floor rate starts at e^-8 or e^+2 get no "

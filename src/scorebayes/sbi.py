@@ -695,13 +695,15 @@ class ScoreLangevin:
             high = torch.minimum(high, self.space.to_unconstrained(torch.as_tensor(s_high, dtype=torch.float64)))
         bounds = (low, high)
         results, infos, starts = [], [], []
+        start_counts = [0, 0]  # starts redrawn, starts reflected into the box
         for c in range(copies):
             x_copy = self._noisy(self.x_obs_, "observed", c)
             g = make_generator(seed, "langevin", c)
             sampler = self.proposal_ if init == "proposal" else PriorSampler(self.prior)
-            u0, keep = self._to_u(sampler.sample(per_copy, g))
-            u0 = u0[keep]
+            u0, redrawn, reflected = self._chain_starts(sampler, per_copy, g, low, high)
             starts_u = u0  # kept in u for the start-memory check (u0 may become v below)
+            start_counts[0] += redrawn
+            start_counts[1] += reflected
 
             def lik(u: Tensor, x_copy: Tensor = x_copy) -> Tensor:
                 return self.likelihood_score(u, x_copy, compiled=compile_drift)
@@ -774,6 +776,11 @@ class ScoreLangevin:
                           "distribution. Raise max_steps, try precondition='dense', or look for "
                           "spurious modes of the learned score",
                           stacklevel=2)
+        if start_counts[1]:
+            warnings.warn(f"{start_counts[1]} chain starts could not be drawn inside the sampling region "
+                          "(trained region and support) and were reflected into it; reflected starts can "
+                          "land far from the posterior (start the chains with init='prior' or widen the "
+                          "proposal)", stacklevel=2)
         # draws at a side of the trained region (not at a support bound, where the posterior may
         # legitimately pile up, e.g. theta1 <= min x for the M/G/1 queue)
         tol = 0.02 * (high - low)
@@ -799,6 +806,8 @@ class ScoreLangevin:
             "chains": int(u_draws.shape[0]),
             "diverged_chains": int(sum(int(i.diverged.sum()) for i in infos)),
             "edge_fraction": edge_fraction,
+            "starts_redrawn": start_counts[0],
+            "starts_reflected": start_counts[1],
             "start_memory": float(np.nanmax(memory.r_squared)) if np.isfinite(memory.r_squared).any()
             else float("nan"),
             "precondition": precondition,
@@ -815,12 +824,45 @@ class ScoreLangevin:
             self.store.mark_done(saved_as)
         return posterior
 
+    def _chain_starts(self, sampler: Any, num: int, generator: torch.Generator, low: Tensor,
+                      high: Tensor, *, max_batches: int = 100) -> tuple[Tensor, int, int]:
+        """Chain starts in ``u`` from ``sampler``, inside the sampling box ``[low, high]``.
+
+        Starts outside the box (e.g. beyond a data-dependent support such as the M/G/1 queue's
+        theta1 <= min x) are redrawn, in place, from the same sampler: the start distribution
+        truncated to the box. Reflecting them instead folds a far start to the box's other side
+        (on M/G/1, prior starts at theta1 ~ 8 land at theta1 ~ 0.02, where the weight function
+        switches the loss off and the learned score has a spurious mode). After ``max_batches``
+        batches of ``num`` draws the remaining ones are reflected.
+
+        Returns:
+            ``(u [C, d], redrawn, reflected)``; ``C`` is the number of finite draws of the first batch.
+        """
+        u, keep = self._to_u(sampler.sample(num, generator))
+        u = u[keep]
+        outside = ~((u >= low) & (u <= high)).all(-1)
+        redrawn = int(outside.sum())
+        for _ in range(max_batches):
+            if not outside.any():
+                break
+            more, ok = self._to_u(sampler.sample(num, generator))
+            more = more[ok & ((more >= low) & (more <= high)).all(-1)]
+            slots = outside.nonzero().squeeze(-1)[: len(more)]
+            u[slots] = more[: len(slots)]
+            outside[slots] = False
+        reflected = int(outside.sum())
+        if reflected:
+            u[outside] = reflect_into_box(u[outside], low, high)
+        return u, redrawn - reflected, reflected
+
     def _samples_name(self, arguments: dict[str, Any]) -> str | None:
         """Store name of the samples of one :meth:`sample` call (hash of its arguments)."""
         if self.store is None:
             return None
         arguments.pop("self", None)
         arguments["refinements"] = len(getattr(self, "refinements_", []))  # refined drift, new samples
+        # samples stored before starts outside the sampling box were redrawn (not reflected) differ
+        arguments["chain_starts"] = "redrawn-in-box"
         text = repr(sorted((k, repr(v)) for k, v in arguments.items()))
         return f"samples_{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 

@@ -82,3 +82,44 @@ def test_sample_warns_when_chains_cannot_leave_their_starts():
         warnings.simplefilter("error", UserWarning)
         post = est.sample(200, chains=100, max_steps=2000, seed=1, precondition="dense")
     assert post.info["start_memory"] < 0.15  # E R^2 = 2/99 under independence, sd about 0.02
+
+
+def _spy_on_langevin(monkeypatch):
+    import scorebayes.sbi as sbi_module
+
+    seen = {}
+    real = sbi_module.run_langevin
+
+    def spy(lik, prior_score, init, **kwargs):
+        seen["init"] = init.clone()
+        return real(lik, prior_score, init, **kwargs)
+
+    monkeypatch.setattr(sbi_module, "run_langevin", spy)
+    return seen
+
+
+def test_starts_outside_the_support_are_redrawn_inside_it(monkeypatch):
+    r"""Prior starts N(0, 9) and a support 0.4 <= theta_0 <= 0.6 (as M/G/1's theta1 <= min x): about
+    97% of the starts fall outside; they are redrawn from the prior truncated to the box, not
+    reflected (which would pile far starts up near the box's other side)."""
+    est = _gaussian_estimator(torch.eye(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
+    est.support_fn = lambda x: (torch.tensor([0.4, -50.0]), torch.tensor([0.6, 50.0]))
+    seen = _spy_on_langevin(monkeypatch)
+    post = est.sample(400, chains=400, max_steps=100, seed=3)
+    init = seen["init"]
+    assert len(init) == 400 and ((init[:, 0] >= 0.4) & (init[:, 0] <= 0.6)).all()
+    assert post.info["starts_reflected"] == 0 and 350 < post.info["starts_redrawn"] < 400
+    # truncated N(0, 9) on [0.4, 0.6] is nearly uniform: the mean start is 0.5 (se 0.058/sqrt(400))
+    assert abs(float(init[:, 0].mean()) - 0.5) < 4 * 0.058 / 20
+    # the other coordinate keeps the prior's N(0, 9) starts (se of the sd: 3/sqrt(800))
+    assert abs(float(init[:, 1].std()) - 3.0) < 4 * 3.0 / 800**0.5
+
+
+def test_starts_are_reflected_with_a_warning_when_the_box_is_out_of_reach(monkeypatch):
+    est = _gaussian_estimator(torch.eye(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
+    est.support_fn = lambda x: (torch.tensor([40.0, -50.0]), torch.tensor([41.0, 50.0]))  # 13 prior SDs out
+    seen = _spy_on_langevin(monkeypatch)
+    with pytest.warns(UserWarning, match="40 chain starts could not be drawn inside the sampling region"):
+        post = est.sample(40, chains=40, max_steps=100, seed=3)
+    assert post.info["starts_reflected"] == 40
+    assert ((seen["init"][:, 0] >= 40.0) & (seen["init"][:, 0] <= 41.0)).all()
