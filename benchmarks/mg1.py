@@ -298,7 +298,24 @@ def main(argv=None) -> None:
         "theta1 and smaller theta3 (medians 8.4 and 0.10 against 4.2 and 0.28), and the starts explain "
         "16% / 14% / 13% of the spread of the chains' last draws (scorebayes.diagnostics.start_memory, "
         "p <= 1e-5; with the dense preconditioner 28% / 26% / 29%), which sample() now reports as a "
-        "warning.",
+        "warning. WHY: 179 of the 200 prior starts lay beyond the support theta1 <= min x = 1.0017, and "
+        "the sampler reflected them into the box in u = logit(theta1/10): a start at theta1 = 8.4 (u = "
+        "1.66) folds about the bound (u = -2.19) to u = -6.04, theta1 = 0.024, i.e. into the weight "
+        "function's blind corner. Since session 16 starts outside the sampling box are redrawn from the "
+        "start distribution truncated to it (ScoreLangevin._chain_starts). Resampled so (the row above; "
+        "scratch /work/scratch/s16/mg1_resample16.py): widths 1.00 / 4.06 / 0.079, theta2 still missed; "
+        "9 of the 200 chains (4.5%) still end in the corner (from starts at small theta1), the other 191 "
+        "give 0.047 / 0.955 / 0.041 (theta2 in 5.05 .. 6.00, missed from above by 0.05), 3.4x / 1.3x / "
+        "1.3x the paper's; the starts no longer explain the last draws (start memory R^2 0.04, no "
+        "warning). With the dense preconditioner the run is worse again (58% of the draws at the edge, "
+        "widths 0.87 / 9.97 / 0.50: the preconditioner fitted at prior starts sets a step of 1e-9).",
+        "CHAIN STARTS (session 16): the rows single-model, n-model and n-model-paper-training were re-run "
+        "with starts redrawn inside the support; the records sampled with reflected starts are kept in "
+        "mg1_partial_reflected_starts.jsonl. Mean widths over the 3 repetitions moved little at the small "
+        "scale (single-model 0.918 / 6.962 / 0.056 -> 0.917 / 6.918 / 0.056; n-model 0.985 / 6.689 / "
+        "0.058 -> 0.985 / 6.865 / 0.062, now covering theta1 on all 3). single-model-refined, "
+        "n-model-paper-table and n-model-paper-table-long are still the runs with reflected starts "
+        "(their fits are not stored, 0.6-1.3 h per repetition to redo).",
         "Cost unit: one data set of n = 500 queues. single-model: N/n + N_R m_R/n; n-model, ABC, NPE: N; "
         "BSL: chains x length x simulations per iteration. The paper uses no localization (prior tables).",
         "ABC: exact W1 (POT emd) on the raw 5-D observations, made affordable by an exact pruning bound "
