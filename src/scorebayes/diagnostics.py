@@ -114,7 +114,6 @@ def ess(draws: np.ndarray) -> float:
     return float(m * s / tau)
 
 
-
 class StartMemory(NamedTuple):
     """Per coordinate: the share of the last draws' (rank-normal) variance the starts explain."""
 

@@ -654,6 +654,8 @@ class ScoreLangevin:
             tempering: ``True`` for likelihood weights 0.1, ..., 0.9 before :math:`t = 1`
                 (App. C.2.2), or an explicit list.
             init: ``"proposal"`` (:math:`q`, or the prior without localization) or ``"prior"``.
+                Starts outside the sampling region (the trained region, cut to ``support_fn``) are
+                redrawn from this distribution truncated to it (``info["starts_redrawn"]``).
             clip_norm: clip the learned likelihood score to this norm.
             compile_drift: evaluate the drift through ``torch.compile`` (faster for long runs).
             precondition: ``"dense"`` runs the chains in whitened coordinates
@@ -779,8 +781,8 @@ class ScoreLangevin:
         if start_counts[1]:
             warnings.warn(f"{start_counts[1]} chain starts could not be drawn inside the sampling region "
                           "(trained region and support) and were reflected into it; reflected starts can "
-                          "land far from the posterior (start the chains with init='prior' or widen the "
-                          "proposal)", stacklevel=2)
+                          "land far from the posterior (the start distribution barely reaches that region: "
+                          "check support_fn and the proposal)", stacklevel=2)
         # draws at a side of the trained region (not at a support bound, where the posterior may
         # legitimately pile up, e.g. theta1 <= min x for the M/G/1 queue)
         tol = 0.02 * (high - low)
