@@ -54,6 +54,9 @@ def test_run_writes_the_contract_outputs(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["method"] == "score-langevin" and summary["seed"] == 2
     assert summary["simulations"] > 0 and summary["seconds"] > 0
+    # the sampler's checks reach the summary; 4 chains are too few to judge start memory (null)
+    assert summary["start_memory"] is None and 0 <= summary["edge_fraction"] <= 1
+    assert summary["starts_reflected"] == 0
     row = summary["parameters"][0]
     assert set(row) == {"name", "mean", "sd", "q2.5", "q97.5", "rhat", "ess"} and row["name"] == "mu"
     assert abs(row["mean"] - 1.5) < 5 * (row["sd"] + 0.2)

@@ -14,6 +14,7 @@ options only ``num_samples`` and ``chains`` apply then).
 from __future__ import annotations
 
 import inspect
+import math
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,15 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
     return AppResult(posterior, {"simulations": posterior.info["simulations"],
                                  "simulations_by_stage": posterior.info["simulations_by_stage"],
                                  "step_size": posterior.info["step_size"],
+                                 # sampler checks (sbi.ScoreLangevin.sample; absent after MH correction)
+                                 **{k: _finite_or_none(posterior.info[k])
+                                    for k in ("edge_fraction", "start_memory", "starts_redrawn",
+                                              "starts_reflected") if k in posterior.info},
                                  "failed_simulations": int(estimator.faults_["failed"]),
                                  "nonfinite_simulations": int(estimator.faults_["nonfinite"]),
                                  "resumed_simulations": estimator.faults_["resumed"]}, truth)
+
+
+def _finite_or_none(value: float) -> float | None:
+    """JSON has no NaN: undefined diagnostics (e.g. start memory with few chains) become null."""
+    return value if math.isfinite(value) else None
