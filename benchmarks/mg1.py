@@ -278,7 +278,8 @@ def main(argv=None) -> None:
         "prior tables, its cost 2e4), repetition 0's widths shrink with the training: 0.99 / 7.26 / 0.48 "
         "after 30 epochs (scratch; 84% of the draws at the table region's edge, validation loss -1.40), "
         "0.40 / 9.90 / 0.31 after 150 and 0.038 / 2.15 / 0.056 after 600 (2% at the edge, validation -3.13, "
-        "covering all three), i.e. 2.7x / 3.0x / 1.75x the paper's 0.014 / 0.717 / 0.032. The 600 epochs at "
+        "covering all three; these two with the reflected chain starts, see CHAIN STARTS: re-run with "
+        "starts inside the support, 0.68 / 10.1 / 0.32 and 0.75 / 6.74 / 0.058), i.e. 2.7x / 3.0x / 1.75x the paper's 0.014 / 0.717 / 0.032. The 600 epochs at "
         "batch 100 see 6e6 table rows against the paper's 5e7 (5,000 epochs at batch 500); "
         "n-model-paper-training runs the paper's schedule itself, resumable across sessions.",
         "THE PAPER'S OWN n-MODEL TRAINING DOES NOT MEET IT EITHER (sessions 12-15, n-model-paper-training, "
@@ -308,14 +309,25 @@ def main(argv=None) -> None:
         "give 0.047 / 0.955 / 0.041 (theta2 in 5.05 .. 6.00, missed from above by 0.05), 3.4x / 1.3x / "
         "1.3x the paper's; the starts no longer explain the last draws (start memory R^2 0.04, no "
         "warning). With the dense preconditioner the run is worse again (58% of the draws at the edge, "
-        "widths 0.87 / 9.97 / 0.50: the preconditioner fitted at prior starts sets a step of 1e-9).",
+        "widths 0.87 / 9.97 / 0.50: the preconditioner fitted at prior starts sets a step of 1e-9). "
+        "Ten times longer chains (200,000 steps, 79 min) give the same picture: 1.00 / 4.03 / 0.070 "
+        "overall, the same 9 chains in the corner, the main mode 0.051 / 0.915 / 0.037 (theta2 in 5.05 .. "
+        "5.97); so at 20,000 steps the main mode has converged, and its width and its theta2 offset are "
+        "the learned score's, not the sampler's.",
         "CHAIN STARTS (session 16): the rows single-model, n-model and n-model-paper-training were re-run "
         "with starts redrawn inside the support; the records sampled with reflected starts are kept in "
         "mg1_partial_reflected_starts.jsonl. Mean widths over the 3 repetitions moved little at the small "
         "scale (single-model 0.918 / 6.962 / 0.056 -> 0.917 / 6.918 / 0.056; n-model 0.985 / 6.689 / "
-        "0.058 -> 0.985 / 6.865 / 0.062, now covering theta1 on all 3). single-model-refined, "
-        "n-model-paper-table and n-model-paper-table-long are still the runs with reflected starts "
-        "(their fits are not stored, 0.6-1.3 h per repetition to redo).",
+        "0.058 -> 0.985 / 6.865 / 0.062, now covering theta1 on all 3). n-model-paper-table and "
+        "n-model-paper-table-long were re-run too (refit, same seeds) and got wider: 0.401 / 9.899 / "
+        "0.310 -> 0.684 / 10.13 / 0.320 and 0.038 / 2.148 / 0.056 -> 0.745 / 6.740 / 0.058 (edge "
+        "fraction 2% -> 6%). In the 600-epoch run 6% of the draws (24 of 400) sit at the face theta2 - theta1 = 0 "
+        "and 3% at theta1 < 0.5: the weight function vanishes on every face of the box, and chains started "
+        "near a face (the truncated prior puts theta1 anywhere in [0, 1.0017] and the width anywhere in "
+        "[0, 10]) stay in the untrained field there, while the reflected starts had happened to land "
+        "elsewhere. So that variant's earlier 0.038 / 2.15 / 0.056 depended on where the chains "
+        "started. single-model-refined is still the run with reflected starts (its fits are not stored; "
+        "2 x 39 min to redo).",
         "Cost unit: one data set of n = 500 queues. single-model: N/n + N_R m_R/n; n-model, ABC, NPE: N; "
         "BSL: chains x length x simulations per iteration. The paper uses no localization (prior tables).",
         "ABC: exact W1 (POT emd) on the raw 5-D observations, made affordable by an exact pruning bound "
