@@ -278,8 +278,9 @@ def main(argv=None) -> None:
         "prior tables, its cost 2e4), repetition 0's widths shrink with the training: 0.99 / 7.26 / 0.48 "
         "after 30 epochs (scratch; 84% of the draws at the table region's edge, validation loss -1.40), "
         "0.40 / 9.90 / 0.31 after 150 and 0.038 / 2.15 / 0.056 after 600 (2% at the edge, validation -3.13, "
-        "covering all three; these two with the reflected chain starts, see CHAIN STARTS: re-run with "
-        "starts inside the support, 0.68 / 10.1 / 0.32 and 0.75 / 6.74 / 0.058), i.e. 2.7x / 3.0x / 1.75x the paper's 0.014 / 0.717 / 0.032. The 600 epochs at "
+        "covering all three), i.e. 2.7x / 3.0x / 1.75x the paper's 0.014 / 0.717 / 0.032 (these two "
+        "runs with the old reflected chain starts, see CHAIN STARTS; re-run with starts inside the "
+        "support: 0.68 / 10.1 / 0.32 and 0.75 / 6.74 / 0.058). The 600 epochs at "
         "batch 100 see 6e6 table rows against the paper's 5e7 (5,000 epochs at batch 500); "
         "n-model-paper-training runs the paper's schedule itself, resumable across sessions.",
         "THE PAPER'S OWN n-MODEL TRAINING DOES NOT MEET IT EITHER (sessions 12-15, n-model-paper-training, "
