@@ -29,3 +29,46 @@ def load_benchmark():
         spec.loader.exec_module(module)
         return module
     return load
+
+
+@pytest.fixture
+def known_score_estimator():
+    r"""``make(precision [2, 2], m [2])``: a fitted 2-parameter ``ScoreLangevin`` (prior N(0, 3^2 I))
+    whose likelihood score is replaced by the known :math:`-P(u - m)` and whose trained region is
+    [-50, 50]^2, so the sampler can be checked against an exact Gaussian posterior."""
+    from torch.distributions import Normal
+
+    from scorebayes.priors import independent
+    from scorebayes.sbi import ScoreLangevin
+    from scorebayes.scores.training import TrainingSchedule
+
+    def make(precision: torch.Tensor, m: torch.Tensor) -> ScoreLangevin:
+        prior = independent([Normal(torch.tensor(0.0, dtype=torch.float64), 3.0)] * 2)
+
+        def simulate(th, n, g):
+            return th[:, None, :] + torch.randn(len(th), n, 2, generator=g, dtype=th.dtype)
+
+        est = ScoreLangevin(prior, simulate, mode="n", localize=False, num_simulations=16, progress=False,
+                            schedule=TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=8))
+        est.fit(torch.zeros(3, 2))
+        est.likelihood_score = lambda u, x=None, compiled=False: -(u - m) @ precision
+        est.training_region_ = (torch.full((2,), -50.0, dtype=torch.float64),
+                                torch.full((2,), 50.0, dtype=torch.float64))
+        return est
+    return make
+
+
+@pytest.fixture
+def langevin_spy(monkeypatch):
+    """Records the ``init`` and keyword arguments of ``sbi.run_langevin``'s last call."""
+    import scorebayes.sbi as sbi_module
+
+    seen = {}
+    real = sbi_module.run_langevin
+
+    def spy(lik, prior_score, init, **kwargs):
+        seen.update(kwargs, init=init.clone())
+        return real(lik, prior_score, init, **kwargs)
+
+    monkeypatch.setattr(sbi_module, "run_langevin", spy)
+    return seen

@@ -1,4 +1,4 @@
-"""Start memory: chains that have not forgotten where they started are flagged."""
+"""Chain starts: redrawn inside the sampling region, and flagged when the chains have not forgotten them."""
 
 import math
 import warnings
@@ -7,12 +7,8 @@ import numpy as np
 import pytest
 import torch
 from scipy import stats
-from torch.distributions import Normal
 
 from scorebayes.diagnostics import remembers_start, start_memory
-from scorebayes.priors import independent
-from scorebayes.sbi import ScoreLangevin
-from scorebayes.scores.training import TrainingSchedule
 
 
 def test_start_memory_recovers_a_known_r_squared_and_ignores_monotone_maps():
@@ -57,23 +53,11 @@ def test_remembers_start_threshold_and_undefined_cases():
         start_memory(np.zeros((5, 2)), np.zeros((4, 2)))
 
 
-def _gaussian_estimator(precision: torch.Tensor, m: torch.Tensor) -> ScoreLangevin:
-    """An estimator whose likelihood score is the known -P(u - m) (the networks are bypassed)."""
-    prior = independent([Normal(torch.tensor(0.0, dtype=torch.float64), 3.0)] * 2)
-    est = ScoreLangevin(prior, lambda th, n, g: th[:, None, :] + torch.randn(len(th), n, 2, generator=g,
-                                                                             dtype=th.dtype),
-                        mode="n", localize=False, num_simulations=16, progress=False,
-                        schedule=TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=8)).fit(torch.zeros(3, 2))
-    est.likelihood_score = lambda u, x=None, compiled=False: -(u - m) @ precision
-    est.training_region_ = (torch.full((2,), -50.0, dtype=torch.float64), torch.full((2,), 50.0, dtype=torch.float64))
-    return est
-
-
-def test_sample_warns_when_chains_cannot_leave_their_starts():
+def test_sample_warns_when_chains_cannot_leave_their_starts(known_score_estimator):
     r"""Curvatures 1e4 and 1: the automatic step (set by the stiff coordinate) moves the soft one
     by about 0.01 relaxation times in 2,000 steps, so its last draws are its prior starts."""
     precision = torch.diag(torch.tensor([1e4, 1.0], dtype=torch.float64))
-    est = _gaussian_estimator(precision, torch.tensor([0.5, -0.3], dtype=torch.float64))
+    est = known_score_estimator(precision, torch.tensor([0.5, -0.3], dtype=torch.float64))
     with pytest.warns(UserWarning, match=r"not forgotten their starts.*theta1"):
         post = est.sample(200, chains=100, max_steps=2000, seed=1)
     assert post.info["start_memory"] > 0.9  # share of the soft coordinate's end spread
@@ -84,27 +68,13 @@ def test_sample_warns_when_chains_cannot_leave_their_starts():
     assert post.info["start_memory"] < 0.15  # E R^2 = 2/99 under independence, sd about 0.02
 
 
-def _spy_on_langevin(monkeypatch):
-    import scorebayes.sbi as sbi_module
-
-    seen = {}
-    real = sbi_module.run_langevin
-
-    def spy(lik, prior_score, init, **kwargs):
-        seen["init"] = init.clone()
-        return real(lik, prior_score, init, **kwargs)
-
-    monkeypatch.setattr(sbi_module, "run_langevin", spy)
-    return seen
-
-
-def test_starts_outside_the_support_are_redrawn_inside_it(monkeypatch):
+def test_starts_outside_the_support_are_redrawn_inside_it(known_score_estimator, langevin_spy):
     r"""Prior starts N(0, 9) and a support 0.4 <= theta_0 <= 0.6 (as M/G/1's theta1 <= min x): about
     97% of the starts fall outside; they are redrawn from the prior truncated to the box, not
     reflected (which would pile far starts up near the box's other side)."""
-    est = _gaussian_estimator(torch.eye(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
+    est = known_score_estimator(torch.eye(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
     est.support_fn = lambda x: (torch.tensor([0.4, -50.0]), torch.tensor([0.6, 50.0]))
-    seen = _spy_on_langevin(monkeypatch)
+    seen = langevin_spy
     post = est.sample(400, chains=400, max_steps=100, seed=3)
     init = seen["init"]
     assert len(init) == 400 and ((init[:, 0] >= 0.4) & (init[:, 0] <= 0.6)).all()
@@ -115,10 +85,10 @@ def test_starts_outside_the_support_are_redrawn_inside_it(monkeypatch):
     assert abs(float(init[:, 1].std()) - 3.0) < 4 * 3.0 / 800**0.5
 
 
-def test_starts_are_reflected_with_a_warning_when_the_box_is_out_of_reach(monkeypatch):
-    est = _gaussian_estimator(torch.eye(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
+def test_starts_are_reflected_with_a_warning_when_the_box_is_out_of_reach(known_score_estimator, langevin_spy):
+    est = known_score_estimator(torch.eye(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
     est.support_fn = lambda x: (torch.tensor([40.0, -50.0]), torch.tensor([41.0, 50.0]))  # 13 prior SDs out
-    seen = _spy_on_langevin(monkeypatch)
+    seen = langevin_spy
     with pytest.warns(UserWarning, match="40 chain starts could not be drawn inside the sampling region"):
         post = est.sample(40, chains=40, max_steps=100, seed=3)
     assert post.info["starts_reflected"] == 40

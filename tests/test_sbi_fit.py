@@ -34,7 +34,7 @@ def test_column_mismatch_is_reported_before_the_tables():
         estimator().fit(torch.zeros(T, 2))
 
 
-def test_dense_preconditioning_samples_an_ill_conditioned_posterior():
+def test_dense_preconditioning_samples_an_ill_conditioned_posterior(known_score_estimator, langevin_spy):
     r"""Known likelihood score :math:`-P(u - m)` with curvatures 1e4 and 1 along rotated axes.
 
     The automatic step is set by the stiff direction, so plain chains barely move along the soft
@@ -43,13 +43,7 @@ def test_dense_preconditioning_samples_an_ill_conditioned_posterior():
     rot = torch.tensor([[1.0, -1.0], [1.0, 1.0]], dtype=torch.float64) / 2**0.5
     precision = rot @ torch.diag(torch.tensor([1e4, 1.0], dtype=torch.float64)) @ rot.T
     m = torch.tensor([0.5, -0.3], dtype=torch.float64)
-    prior = independent([Normal(torch.tensor(0.0, dtype=torch.float64), 3.0)] * 2)
-    est = ScoreLangevin(prior, lambda th, n, g: th[:, None, :] + torch.randn(len(th), n, 2, generator=g,
-                                                                             dtype=th.dtype),
-                        mode="n", localize=False, num_simulations=16, progress=False,
-                        schedule=TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=8)).fit(torch.zeros(3, 2))
-    est.likelihood_score = lambda u, x=None, compiled=False: -(u - m) @ precision
-    est.training_region_ = (torch.full((2,), -50.0, dtype=torch.float64), torch.full((2,), 50.0, dtype=torch.float64))
+    est = known_score_estimator(precision, m)
     post_precision = precision + torch.eye(2, dtype=torch.float64) / 9.0
     cov = torch.linalg.inv(post_precision)
     mean = cov @ (precision @ m)
@@ -63,19 +57,7 @@ def test_dense_preconditioning_samples_an_ill_conditioned_posterior():
     assert post.info["precondition"] == "dense"
 
     # the automatic schedule respects max_steps also with tempering (relaxation ~1e4 steps here)
-    import scorebayes.sbi as sbi_module
-
-    seen = {}
-    real = sbi_module.run_langevin
-
-    def spy(*args, **kwargs):
-        seen.update(kwargs)
-        return real(*args, **kwargs)
-
-    sbi_module.run_langevin = spy
-    try:
-        est.sample(40, chains=4, tempering=True, max_steps=2000, seed=2)
-    finally:
-        sbi_module.run_langevin = real
+    est.sample(40, chains=4, tempering=True, max_steps=2000, seed=2)
+    seen = langevin_spy
     total = len(seen["tempering"]) * seen["steps_per_stage"] + seen["burn_in"] + seen["num_draws"] * seen["thin"]
     assert total <= 2000, seen

@@ -840,15 +840,18 @@ class ScoreLangevin:
         Returns:
             ``(u [C, d], redrawn, reflected)``; ``C`` is the number of finite draws of the first batch.
         """
+        def inside(v: Tensor) -> Tensor:
+            return ((v >= low) & (v <= high)).all(-1)
+
         u, keep = self._to_u(sampler.sample(num, generator))
         u = u[keep]
-        outside = ~((u >= low) & (u <= high)).all(-1)
+        outside = ~inside(u)
         redrawn = int(outside.sum())
         for _ in range(max_batches):
             if not outside.any():
                 break
             more, ok = self._to_u(sampler.sample(num, generator))
-            more = more[ok & ((more >= low) & (more <= high)).all(-1)]
+            more = more[ok & inside(more)]
             slots = outside.nonzero().squeeze(-1)[: len(more)]
             u[slots] = more[: len(slots)]
             outside[slots] = False

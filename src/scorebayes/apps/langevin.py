@@ -14,12 +14,12 @@ options only ``num_samples`` and ``chains`` apply then).
 from __future__ import annotations
 
 import inspect
-import math
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from ..config import ConfigError, check_keys, load_callable
+from ..posterior import _finite_or_none  # JSON has no NaN: undefined checks become null
 from ..sbi import ScoreLangevin
 from ..scores.training import TrainingSchedule
 from . import AppResult
@@ -113,8 +113,3 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
                                  "failed_simulations": int(estimator.faults_["failed"]),
                                  "nonfinite_simulations": int(estimator.faults_["nonfinite"]),
                                  "resumed_simulations": estimator.faults_["resumed"]}, truth)
-
-
-def _finite_or_none(value: float) -> float | None:
-    """JSON has no NaN: undefined diagnostics (e.g. start memory with few chains) become null."""
-    return value if math.isfinite(value) else None
