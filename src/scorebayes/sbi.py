@@ -63,7 +63,7 @@ from .samplers.langevin import (curvature_step_size, dense_preconditioner, refle
                                 run_langevin)
 from .scores.local_debias import LocalLinearCorrection, fit_local_correction
 from .scores.coordinates import ConstrainedMeanNet, ConstrainedScoreNet, check_elementwise
-from .scores.networks import CrossFitMean, MeanNet, ScoreNet
+from .scores.networks import CoordinateViewScoreNet, CrossFitMean, MeanNet, ScoreNet, check_views
 from .scores.training import (TrainingSchedule, checkpointing, fit_mean_network, fit_score_network,
                                split_indices)
 from .antithetic import AntitheticProposal, CommonRandomPairs, antithetic_pairs
@@ -104,6 +104,13 @@ class ScoreLangevin:
             or :math:`N` data sets (other modes). Default 20,000 / 2,000.
         num_groups, group_size: :math:`N_R` and :math:`m_R` of :math:`\mathcal D^R` (single-model).
         hidden, activation: network architecture (score and mean nets).
+        score_views: ``d`` index lists into the network's view of a data set (one row of
+            ``_observations``, e.g. ``vec(S)`` in mode ``"full"``): parameter ``j``'s score is
+            then a network of its own that sees all of :math:`\theta` and only those inputs
+            (:class:`~scorebayes.scores.networks.CoordinateViewScoreNet`; ``hidden`` sizes each
+            of them). ``None`` (default): one network sees everything. Beyond the paper; on the
+            epidemic with 10 floors, ``model.score_views()`` narrows floor 1 from the prior's
+            width to the paper's (``benchmarks/epidemic10.py``).
         network_coordinates: ``"unconstrained"`` (default): the networks take :math:`u`;
             ``"constrained"``: they take :math:`\theta = T(u)` and their outputs are mapped to
             :math:`u` by the exact diagonal Jacobian
@@ -166,6 +173,7 @@ class ScoreLangevin:
         group_size: int | None = None,
         hidden: Sequence[int] = (64, 64),
         activation: str = "elu",
+        score_views: Sequence[Sequence[int]] | None = None,
         network_coordinates: str = "unconstrained",
         schedule: TrainingSchedule | None = None,
         mean_schedule: TrainingSchedule | None = None,
@@ -219,6 +227,12 @@ class ScoreLangevin:
         self.group_size = group_size
         self.hidden = tuple(hidden)
         self.activation = activation
+        self.score_views = None
+        if score_views is not None:
+            if mode == "single":
+                raise ValueError("score_views needs mode 'n', 'full' or 'markov' (the single-model's "
+                                 "debiasing network h(theta) has no data view)")
+            self.score_views = check_views(score_views, self.space.dim).tolist()
         # an n-model step carries batch_size * n observations: fewer data sets per step
         self.schedule = schedule or (TrainingSchedule() if mode == "single" else TrainingSchedule(batch_size=32))
         self.mean_schedule = mean_schedule or TrainingSchedule(batch_size=32)
@@ -348,6 +362,8 @@ class ScoreLangevin:
         if pilot.shape[-1] != x_obs.shape[-1]:
             raise ValueError(f"the simulator returns p={pilot.shape[-1]} columns per observation but "
                              f"the observed data have p={x_obs.shape[-1]}")
+        if self.score_views is not None:
+            check_views(self.score_views, self.space.dim, self._observations(x_obs).shape[-1])
         start = time.perf_counter()
         self.x_obs_ = x_obs
         self.refinements_ = []  # a new fit starts without local debiasing corrections
@@ -388,7 +404,7 @@ class ScoreLangevin:
         d = self.space.dim
         with torch.random.fork_rng(devices=[]):  # network initialisation from the run seed
             torch.manual_seed(derive_seed(self.seed, "init"))
-            self.score_net_ = self._in_coordinates(ScoreNet(d, p_net, self.hidden, self.activation),
+            self.score_net_ = self._in_coordinates(self._score_network(d, p_net),
                                                    ConstrainedScoreNet).to(self.device)
             mean_init = CrossFitMean([
                 self._in_coordinates(MeanNet(d, self.hidden, self.activation), ConstrainedMeanNet).to(self.device)
@@ -418,11 +434,17 @@ class ScoreLangevin:
         self.fit_seconds_ = time.perf_counter() - start
         return self
 
+    def _score_network(self, d: int, p_net: int) -> nn.Module:
+        """One wide network, or one per parameter on its own view of the data (``score_views``)."""
+        if self.score_views is None:
+            return ScoreNet(d, p_net, self.hidden, self.activation)
+        return CoordinateViewScoreNet(d, p_net, self.score_views, self.hidden, self.activation)
+
     def _new_score_net(self, p_net: int, *keys: Any) -> nn.Module:
         """A freshly initialised score network for a later round (seeded by the run seed and ``keys``)."""
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(derive_seed(self.seed, "init", *keys))
-            net = ScoreNet(self.space.dim, p_net, self.hidden, self.activation)
+            net = self._score_network(self.space.dim, p_net)
         return self._in_coordinates(net, ConstrainedScoreNet).to(self.device)
 
     def _fit_data_set_score(self, density: Any, u_t: Tensor, x_t: Tensor, pairs: Tensor | None,

@@ -206,6 +206,18 @@ class Epidemic(Model):
         )
         self.epidemic_simulator = sim
 
+    def score_views(self) -> list[list[int]]:
+        r"""Per-parameter data views for ``ScoreLangevin(mode="full", score_views=...)``.
+
+        Indices into :math:`\text{vec}(S)` (row-major ``[T, J+2]``, entry ``(t, c)`` at
+        ``t (J+2) + c``): every rate sees the facility column and its own column (floor ``j``'s
+        prevalence for :math:`\beta_j`, the room column for :math:`\beta_{J+1}`); the facility
+        rate :math:`\beta_0` sees the facility and room columns. ``J+2`` lists of ``2T``.
+        """
+        width = self.floors + 2
+        own = [width - 1] + list(range(1, width))  # beta_0 -> room column, beta_j -> column j
+        return [[t * width + c for c in (0, col) for t in range(self.steps)] for col in own]
+
 
 def _paper_settings(floors: int) -> dict:
     d = floors + 2

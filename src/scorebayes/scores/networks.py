@@ -7,6 +7,12 @@ One architecture serves every structure of Jiang, Wang and Yang (2025):
 - full-data network on summary statistics: ``x = vec(S)`` (no additivity);
 - Markov blockwise score :math:`s(\theta, x_{i-1}, x_i)`: ``x = [x_{i-1}, x_i]`` (Remark 4).
 
+:class:`CoordinateViewScoreNet` (beyond the paper) gives each parameter its own small network
+and its own view of the data, :math:`s_j(\theta, x) = f_j(\theta, x_{V_j})`. Implicit score
+matching separates over coordinates, so this is a restricted function class, not a new loss;
+it helps when a parameter's information sits in a few known inputs (the epidemic's floor
+rates in their own floor's column of :math:`S`), which one wide network fails to pick out.
+
 Inputs are standardised with robust statistics of the training table (median and
 IQR / 1.349; buffers, saved with the state dict) and the output is divided by the parameter
 scale, so a unit-scale network output is a score of the right order. Robust statistics matter
@@ -30,7 +36,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-__all__ = ["ScoreNet", "MeanNet", "CrossFitMean", "ACTIVATIONS"]
+__all__ = ["ScoreNet", "CoordinateViewScoreNet", "MeanNet", "CrossFitMean", "ACTIVATIONS"]
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "tanh": nn.Tanh,
@@ -191,6 +197,111 @@ class ScoreNet(nn.Module):
             h = y
         scale = self.theta_norm.scale
         return h / scale, tangent.transpose(-1, -2) / scale[:, None]
+
+
+class CoordinateViewScoreNet(nn.Module):
+    r"""One network per parameter, each on its own view of the data:
+    :math:`s_j(\theta, x) = f_j\big(\theta, x_{V_j}\big) / \text{scale}_j`.
+
+    Implicit score matching, :math:`\sum_j [\tfrac12 s_j^2 + s_j\,\partial_j\log q + \partial_j s_j]`,
+    separates over coordinates, so each :math:`f_j` may see only the inputs :math:`V_j` that carry
+    :math:`\theta_j`'s information (plus all of :math:`\theta`). The ``d`` networks are evaluated
+    together with batched weights ``[d, in, out]``.
+
+    Arguments:
+        theta_dim: :math:`d`.
+        x_dim: :math:`p`, the length of the network's view of the data (e.g. ``vec(S)``).
+        views: ``d`` index lists into ``x``'s last axis, all of the same length :math:`v`
+            (e.g. :meth:`scorebayes.models.Epidemic.score_views`).
+        hidden: hidden widths of each :math:`f_j`; activation as for :class:`ScoreNet`.
+
+    ``forward(theta [*, d], x [*, p]) -> [*, d]`` (leading shapes broadcast); inputs are
+    standardised as in :class:`ScoreNet`.
+    """
+
+    def __init__(self, theta_dim: int, x_dim: int, views: Sequence[Sequence[int]],
+                 hidden: Sequence[int] = (128, 64), activation: str | type[nn.Module] = "elu"):
+        super().__init__()
+        index = check_views(views, theta_dim, x_dim)
+        self.theta_dim, self.x_dim = theta_dim, x_dim
+        self.register_buffer("views", index)  # [d, v]
+        self.theta_norm = _Standardiser(theta_dim)
+        self.x_norm = _Standardiser(x_dim)
+        self.act = _activation(activation)()
+        widths = [theta_dim + index.shape[1], *hidden, 1]
+        self.weights, self.biases = nn.ParameterList(), nn.ParameterList()
+        for a, b in zip(widths[:-1], widths[1:]):  # nn.Linear's default initialisation, per coordinate
+            bound = a ** -0.5
+            self.weights.append(nn.Parameter(torch.empty(theta_dim, a, b).uniform_(-bound, bound)))
+            self.biases.append(nn.Parameter(torch.empty(theta_dim, b).uniform_(-bound, bound)))
+
+    def fit_standardisation(self, theta: Tensor, x: Tensor) -> None:
+        """Set input statistics from a training table (``theta [N, d]``, ``x [..., p]``)."""
+        self.theta_norm.fit(theta)
+        self.x_norm.fit(x)
+
+    def _inputs(self, theta: Tensor, x: Tensor) -> Tensor:
+        """``theta [*, d], x [*, p] -> [*, d, d + v]``: all of theta and coordinate j's view."""
+        t, z = _broadcast(self.theta_norm(theta), self.x_norm(x))
+        lead = t.shape[:-1]
+        seen = z[..., self.views]  # [*, d, v]
+        return torch.cat([t[..., None, :].expand(*lead, self.theta_dim, self.theta_dim), seen], dim=-1)
+
+    def forward(self, theta: Tensor, x: Tensor) -> Tensor:
+        h = self._inputs(theta, x)
+        last = len(self.weights) - 1
+        for k, (w, b) in enumerate(zip(self.weights, self.biases)):
+            h = torch.einsum("...ja,jab->...jb", h, w) + b
+            if k < last:
+                h = self.act(h)
+        return h[..., 0] / self.theta_norm.scale
+
+    def sum_over_observations(self, theta: Tensor, x: Tensor, *, max_elements: int = 2**20) -> Tensor:
+        r""":math:`\sum_{i=1}^n s(\theta_c, X_i)`: ``theta [C, d], x [n, p] -> [C, d]`` (chains chunked)."""
+        width = max(w.shape[-1] for w in self.weights)
+        chunk = max(1, max_elements // max(1, x.shape[0] * self.theta_dim * width))
+        return torch.cat([self(theta[i:i + chunk, None, :], x[None]).sum(1)
+                          for i in range(0, theta.shape[0], chunk)], 0)
+
+    def score_and_jacobian(self, theta: Tensor, x: Tensor) -> tuple[Tensor, Tensor] | None:
+        r"""``theta [B, d], x [B, m, p] -> (s [B, m, d], J [B, d, d])``, :math:`J_b = \sum_i \nabla_\theta s(\theta_b, x_{bi})`.
+
+        Forward mode as in :meth:`ScoreNet.score_and_jacobian`: the tangent of :math:`f_j`'s first
+        pre-activation along :math:`\theta_l` is the constant :math:`W^{(1)}_{j,l}/\text{scale}_l`."""
+        slope_of = _derivative(self.act)
+        if slope_of is None:
+            return None
+        d = self.theta_dim
+        h = self._inputs(theta[:, None, :], x)  # [B, m, d, in]
+        tangent = (self.weights[0][:, :d, :] / self.theta_norm.scale[None, :, None])[None, None]  # [1, 1, d, d, H]
+        last = len(self.weights) - 1
+        for k, (w, b) in enumerate(zip(self.weights, self.biases)):
+            if k > 0:
+                tangent = torch.einsum("...jla,jab->...jlb", tangent, w)
+            h = torch.einsum("...ja,jab->...jb", h, w) + b
+            if k < last:
+                y = self.act(h)
+                tangent = slope_of(h, y)[..., None, :] * tangent
+                h = y
+        scale = self.theta_norm.scale
+        return h[..., 0] / scale, tangent[..., 0].sum(1) / scale[:, None]
+
+
+def check_views(views: Sequence[Sequence[int]], theta_dim: int, x_dim: int | None = None) -> Tensor:
+    """``views`` as a ``[d, v]`` index tensor, with a clear error for a wrong count, ragged
+    lengths, an empty view or (when ``x_dim`` is known) an index outside ``[0, x_dim)``."""
+    views = [list(v) for v in views]
+    if len(views) != theta_dim:
+        raise ValueError(f"score_views needs one index list per parameter ({theta_dim}), got {len(views)}")
+    lengths = {len(v) for v in views}
+    if len(lengths) != 1 or 0 in lengths:
+        raise ValueError(f"score_views must be non-empty index lists of one length, got lengths "
+                         f"{[len(v) for v in views]}")
+    index = torch.tensor(views, dtype=torch.long)
+    if x_dim is not None and (index.min() < 0 or index.max() >= x_dim):
+        raise ValueError(f"score_views index outside the network's data view of length {x_dim}: "
+                         f"min {int(index.min())}, max {int(index.max())}")
+    return index
 
 
 def _derivative(layer: nn.Module):

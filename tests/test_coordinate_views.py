@@ -1,0 +1,143 @@
+"""CoordinateViewScoreNet: one network per parameter on its own view of the data.
+
+Truth: a Gaussian data set x_i ~ N(theta, I_d), i = 1..n, flattened to one row ``[n d]``
+(the full-data view), whose likelihood score is exactly sum_i (x_ij - theta_j). Coordinate j's
+information sits in the entries ``i d + j``, so the right views learn it and views that show
+coordinate j another coordinate's entries cannot (the best such score given theta is 0).
+"""
+
+import pytest
+import torch
+from torch.distributions import Normal
+
+from scorebayes.priors import independent
+from scorebayes.sbi import ScoreLangevin
+from scorebayes.scores.losses import evaluate_score
+from scorebayes.scores.networks import CoordinateViewScoreNet
+from scorebayes.scores.training import TrainingSchedule, fit_score_network
+
+D, N_OBS = 3, 10
+
+
+def own_views(shift: int = 0):
+    """Coordinate j sees the entries of coordinate (j + shift) % D in every observation."""
+    return [[i * D + (j + shift) % D for i in range(N_OBS)] for j in range(D)]
+
+
+def gaussian_table(num: int, seed: int, prior_sd: float = 2.0):
+    g = torch.Generator().manual_seed(seed)
+    theta = prior_sd * torch.randn(num, D, generator=g)
+    x = theta[:, None, :] + torch.randn(num, N_OBS, D, generator=g)
+    true_score = (x - theta[:, None, :]).sum(1)
+    return theta, x.reshape(num, 1, N_OBS * D), true_score, -theta / prior_sd**2
+
+
+@pytest.mark.parametrize("activation", ["elu", "tanh"])
+def test_forward_mode_jacobian_equals_autograd(activation):
+    torch.manual_seed(0)
+    net = CoordinateViewScoreNet(D, N_OBS * D, own_views(), hidden=(16, 8), activation=activation)
+    theta, x, _, _ = gaussian_table(64, 1)
+    net.fit_standardisation(theta, x)
+    s, jac = net.score_and_jacobian(theta[:5], x[:5])
+    leaf = theta[:5].clone().requires_grad_(True)
+    out = net(leaf[:, None, :], x[:5]).sum(1)
+    auto = torch.stack([torch.autograd.grad(out[:, j].sum(), leaf, retain_graph=True)[0] for j in range(D)], 1)
+    assert torch.allclose(s.sum(1), out, atol=1e-6)
+    assert torch.allclose(jac, auto, atol=1e-5, rtol=1e-4)
+    assert auto.abs().max() > 1e-3  # the comparison is not between zeros
+
+
+def test_activation_without_closed_form_falls_back_to_autograd():
+    net = CoordinateViewScoreNet(D, N_OBS * D, own_views(), hidden=(8,), activation="gelu")
+    theta, x, _, _ = gaussian_table(8, 2)
+    assert net.score_and_jacobian(theta, x) is None
+    assert evaluate_score(net, theta, x).jacobian.shape == (8, D, D)
+
+
+def test_each_output_depends_only_on_its_view():
+    net = CoordinateViewScoreNet(D, N_OBS * D, own_views(), hidden=(8,))
+    theta, x, _, _ = gaussian_table(4, 3)
+    moved = x.clone()
+    moved[..., [i * D + 1 for i in range(N_OBS)]] += 1.0  # coordinate 1's entries only
+    change = (net(theta[:, None], moved) - net(theta[:, None], x)).abs().amax((0, 1))
+    assert change[1] > 1e-4 and change[0] == 0 and change[2] == 0
+
+
+def r_squared(net, theta, x, true_score):
+    with torch.no_grad():
+        pred = net(theta[:, None, :], x).sum(1)
+    return 1 - ((pred - true_score) ** 2).sum(0) / ((true_score - true_score.mean(0)) ** 2).sum(0)
+
+
+def test_right_views_learn_the_score_wrong_views_cannot():
+    theta, x, _, grad_q = gaussian_table(3000, 4)
+    test_theta, test_x, test_score, _ = gaussian_table(1000, 5)
+    schedule = TrainingSchedule(epochs=40, penalty_epochs=0, batch_size=64, lr=(3e-3, 1e-4), patience=40,
+                                validation_fraction=0.2)
+    scores = {}
+    for shift in (0, 1):
+        torch.manual_seed(0)
+        net = CoordinateViewScoreNet(D, N_OBS * D, own_views(shift), hidden=(32, 16))
+        fit_score_network(net, theta, x, grad_q, schedule=schedule, generator=torch.Generator().manual_seed(0))
+        scores[shift] = r_squared(net, test_theta, test_x, test_score)
+    assert (scores[0] > 0.9).all(), scores[0]
+    assert (scores[1] < 0.1).all(), scores[1]  # no information about theta_j in the wrong view
+
+
+def gaussian_simulator(theta, n, generator=None):
+    return theta[:, None, :] + torch.randn(len(theta), n, theta.shape[1], generator=generator, dtype=theta.dtype)
+
+
+def prior():
+    return independent([Normal(torch.tensor(0.0, dtype=torch.float64), 2.0) for _ in range(D)])
+
+
+def test_score_langevin_checks_views_before_any_simulation():
+    with pytest.raises(ValueError, match="one index list per parameter"):
+        ScoreLangevin(prior(), gaussian_simulator, mode="full", score_views=own_views()[:2])
+    with pytest.raises(ValueError, match="one length"):
+        ScoreLangevin(prior(), gaussian_simulator, mode="full", score_views=[[0, 1], [2], [3, 4]])
+    with pytest.raises(ValueError, match="mode 'n', 'full' or 'markov'"):
+        ScoreLangevin(prior(), gaussian_simulator, mode="single", score_views=own_views())
+    calls = []
+
+    def counting(theta, n, generator=None):
+        calls.append(len(theta))
+        return gaussian_simulator(theta, n, generator)
+
+    est = ScoreLangevin(prior(), counting, mode="full", localize=False, score_views=[[0, 40]] * D,
+                        progress=False)
+    with pytest.raises(ValueError, match="outside the network's data view of length 30"):
+        est.fit(torch.zeros(N_OBS, D))
+    assert calls == [2]  # the pilot only
+
+
+def test_full_mode_posterior_with_views_matches_the_analytic_one():
+    """End to end: the analytic posterior is N(sum x / (n + 1/4), 1 / (n + 1/4)) per coordinate."""
+    g = torch.Generator().manual_seed(6)
+    truth = torch.tensor([0.5, -1.0, 1.5], dtype=torch.float64)
+    x_obs = gaussian_simulator(truth[None], N_OBS, g)[0]
+    est = ScoreLangevin(prior(), gaussian_simulator, mode="full", localize=False, num_simulations=3000,
+                        score_views=own_views(), hidden=(32, 16), seed=1, progress=False,
+                        schedule=TrainingSchedule(epochs=40, penalty_epochs=0, batch_size=64, lr=(3e-3, 1e-4),
+                                                  validation_fraction=0.2))
+    post = est.fit(x_obs).sample(400, chains=200, max_steps=2000)
+    draws = post.draws.reshape(-1, D)
+    precision = N_OBS + 0.25
+    mean, sd = x_obs.sum(0) / precision, precision ** -0.5
+    # Monte Carlo SE of the mean is sd / 20; the learned score may shift it by a fraction of sd
+    assert ((draws.mean(0) - mean).abs() < 0.35 * sd).all(), (draws.mean(0), mean, sd)
+    assert ((draws.std(0) / sd - 1).abs() < 0.15).all(), draws.std(0) / sd
+
+
+def test_epidemic_views_pick_the_facility_and_the_own_column():
+    from scorebayes.models import get_model
+
+    model = get_model("epidemic10")
+    T, width = model.steps, model.floors + 2
+    labels = (100 * torch.arange(T)[:, None] + torch.arange(width)[None]).reshape(-1)  # vec(S), S[t, c] = 100 t + c
+    own = [width - 1] + list(range(1, width))
+    for j, view in enumerate(model.score_views()):
+        seen = labels[view]
+        assert sorted((seen % 100).unique().tolist()) == sorted({0, own[j]})
+        assert sorted((seen // 100).unique().tolist()) == list(range(T))
