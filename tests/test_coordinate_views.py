@@ -141,3 +141,54 @@ def test_epidemic_views_pick_the_facility_and_the_own_column():
         seen = labels[view]
         assert sorted((seen % 100).unique().tolist()) == sorted({0, own[j]})
         assert sorted((seen // 100).unique().tolist()) == list(range(T))
+
+
+@pytest.mark.parametrize("model_name, views, message", [
+    ("gaussian_mean", '"builtin"', "needs a builtin model with data views"),
+    ("epidemic5", '"own"', 'must be a list of index lists or "builtin"'),
+])
+def test_cli_score_views_errors(tmp_path, capsys, model_name, views, message):
+    import textwrap
+
+    from scorebayes.cli import main
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(textwrap.dedent(f"""
+        method = "score-langevin"
+        [model]
+        simulator = "builtin:{model_name}"
+        [options]
+        mode = "full"
+        localize = false
+        score_views = {views}
+    """))
+    assert main(["run", str(cfg), "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_builtin_score_views_run(tmp_path):
+    import json
+    import textwrap
+
+    from scorebayes.cli import main
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(textwrap.dedent("""
+        method = "score-langevin"
+        [model]
+        simulator = "builtin:epidemic5"
+        [options]
+        mode = "full"
+        localize = false
+        score_views = "builtin"
+        hidden = [8]
+        num_simulations = 40
+        schedule = {epochs = 1, penalty_epochs = 0, batch_size = 10}
+        num_samples = 20
+        chains = 10
+        max_steps = 20
+    """))
+    out = tmp_path / "o"
+    assert main(["run", str(cfg), "--out", str(out), "--quiet"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert len(summary["parameters"]) == 7

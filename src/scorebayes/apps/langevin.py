@@ -5,7 +5,8 @@
 ``tempering``, ...). Tables map onto objects: ``schedule = {epochs = 200, batch_size = 256}``
 and ``mean_schedule`` onto :class:`~scorebayes.scores.training.TrainingSchedule`;
 ``localization = {replicates = 50}`` onto :func:`scorebayes.localize.localize` options.
-``weight_fn`` and ``support_fn`` may name ``"file.py:function"``.
+``weight_fn`` and ``support_fn`` may name ``"file.py:function"``. ``score_views = "builtin"``
+takes a builtin model's per-parameter data views (``Epidemic.score_views``).
 ``mh_correction = "quadrature"`` or ``"learned"`` replaces the unadjusted Langevin chains by
 MH-corrected MALA chains (:func:`scorebayes.samplers.sbi_mh.mh_correct`; of the sampling
 options only ``num_samples`` and ``chains`` apply then).
@@ -53,6 +54,9 @@ def split_options(options: dict[str, Any], base_dir: Path) -> tuple[dict[str, An
             value = TrainingSchedule(**value)
         elif key in ("weight_fn", "support_fn") and isinstance(value, str):
             value = load_callable(value, base_dir, what=f"[options] {key}")
+        elif key == "score_views" and isinstance(value, str) and value != "builtin":
+            raise ConfigError('[options] score_views must be a list of index lists or "builtin", '
+                              f"got {value!r}")
         elif key == "localization" and not isinstance(value, dict):
             raise ConfigError("[options] localization must be a table of localize() options")
         (init if key in init_keys else sample)[key] = value
@@ -74,6 +78,11 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
                           f"got {mh_correction!r}")
     init, sample = split_options(options, base_dir)
     model = builtin_model(config)
+    if init.get("score_views") == "builtin":
+        if model is None or not hasattr(model, "score_views"):
+            raise ConfigError('[options] score_views = "builtin" needs a builtin model with data views '
+                              "(builtin:epidemic5, builtin:epidemic10)")
+        init["score_views"] = model.score_views()
     if model is not None:
         # Model.support -> support_fn; the weight function only where it is valid (n-model)
         sources = {"support_fn": "support", "weight_fn": "weight_fn"}
