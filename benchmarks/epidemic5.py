@@ -37,6 +37,9 @@ PAPER_KEYS = ["abc", "bsl", "gaussian-npe", "n-model"]  # column order of Tables
 # the n-model trained at the paper's scale (table size and epochs), sampled at the small scale;
 # first repetitions only (about 11 min each on one core)
 PAPER_TRAINING = "n-model-paper-training"
+# beyond the paper: the paper-training n-model with one small network per rate, each seeing the
+# facility column and its own column of S (Epidemic.score_views; scorebayes CoordinateViewScoreNet)
+VIEWS = "n-model-views"
 
 
 def _paper_rows(rows: dict[str, tuple], cost: dict) -> dict:
@@ -46,8 +49,8 @@ def _paper_rows(rows: dict[str, tuple], cost: dict) -> dict:
         for j, m in enumerate(PAPER_KEYS):
             out[m][p] = (b[j], bs[j], w[j], ws[j], c[j])
     out["npe"] = out["gaussian-npe"]  # the paper's NPE row is the Gaussian NPE
-    out[PAPER_TRAINING] = out["n-model"]  # the same method at the paper's training scale
-    out["cost"] = {**cost, PAPER_TRAINING: cost["n-model"]}
+    out[PAPER_TRAINING] = out[VIEWS] = out["n-model"]  # the same method at the paper's training scale
+    out["cost"] = {**cost, PAPER_TRAINING: cost["n-model"], VIEWS: cost["n-model"]}
     return out
 
 
@@ -129,11 +132,13 @@ def make_methods(model, scale: dict, chosen: list[str], *, localize: bool, seed:
 
     def nmodel(x_obs, s_, key="n"):
         s = scale[key]
+        views = model.score_views() if s.get("views") else None
         est = ScoreLangevin(
             prior, sim, mode="full", localize=localize, localization=scale["localization"],
-            num_simulations=s["N"], hidden=(512, 256, 128), activation="elu",
+            num_simulations=s["N"], hidden=s.get("hidden", (512, 256, 128)), activation="elu",
+            score_views=views,
             schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=0, batch_size=s["batch"],
-                                      lr=(1e-4, 1e-5), validation_fraction=s["validation"]),
+                                      lr=s.get("lr", (1e-4, 1e-5)), validation_fraction=s["validation"]),
             curvature_penalties=(0.0,), parameter_names=names, seed=s_, progress=False)
         return est.fit(x_obs).sample(s["samples"], chains=s["samples"], max_steps=s["max_steps"])
 
@@ -171,7 +176,8 @@ def make_methods(model, scale: dict, chosen: list[str], *, localize: bool, seed:
                                 generator=make_generator(s_, "gnpe")), c)
 
     table = {"n-model": nmodel, "abc": abc, "bsl": bsl_fn, "npe": npe_fn, "gaussian-npe": gnpe_fn,
-             PAPER_TRAINING: lambda x_obs, s_: nmodel(x_obs, s_, "paper_training")}
+             PAPER_TRAINING: lambda x_obs, s_: nmodel(x_obs, s_, "paper_training"),
+             VIEWS: lambda x_obs, s_: nmodel(x_obs, s_, "views")}
     return {m: table[m] for m in chosen}
 
 
@@ -206,29 +212,35 @@ def _variant_repetitions(variant_reps: int, reps: int) -> str:
     return "first repetition only" if variant_reps == 1 else f"first {variant_reps} repetitions only"
 
 
-def _same_repetitions(records: list[dict], paper: dict | None, reps: int, names: list[str]) -> list[str]:
-    """Mean CI95 widths of the n-model and its paper-training variant over the variant's
-    repetitions, and their ratios to the paper's n-model widths (a note line; empty without both)."""
-    variant = [r for r in records if r["method"] == PAPER_TRAINING and r["rep"] < reps]
+def _same_repetitions(records: list[dict], paper: dict | None, reps: int, names: list[str],
+                      variant_name: str = PAPER_TRAINING) -> list[str]:
+    """Mean CI95 widths of the n-model, the paper-training variant and ``variant_name`` over the
+    latter's repetitions, and their ratios to the paper's n-model widths (a note line; empty
+    unless the n-model ran on all of them)."""
+    variant = [r for r in records if r["method"] == variant_name and r["rep"] < reps]
     kept = {r["rep"] for r in variant}
-    base = [r for r in records if r["method"] == "n-model" and r["rep"] in kept]
-    if not variant or len(base) != len(variant):
-        return []
     paper_w = [paper["n-model"][p][2] for p in names] if paper else None
     parts = []
-    for label, rows in (("n-model", base), (PAPER_TRAINING, variant)):
+    for label in dict.fromkeys(("n-model", PAPER_TRAINING, variant_name)):
+        rows = [r for r in records if r["method"] == label and r["rep"] in kept]
+        if len(rows) != len(kept):
+            if label == "n-model":
+                return []
+            continue
         w = torch.tensor([r["width"] for r in rows], dtype=torch.float64).mean(0)
         text = f"{label} " + " / ".join(f"{v:.3f}" for v in w.tolist())
         if paper_w is not None:
             text += " (x paper: " + " / ".join(f"{v:.2f}" for v in (w / torch.tensor(paper_w)).tolist()) + ")"
         parts.append(text)
+    if not variant:
+        return []
     return [f"Same {len(kept)} repetitions, mean CI95 widths in parameter order: " + "; ".join(parts) + "."]
 
 
 def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SMALL, full: dict = FULL,
          localize: bool = False, fig_name: str = "epidemic5_fig5.png", extra_notes: tuple[str, ...] = (),
          argv=None) -> None:
-    variants = [PAPER_TRAINING] if "paper_training" in small else []
+    variants = [m for m, key in ((PAPER_TRAINING, "paper_training"), (VIEWS, "views")) if key in small]
     args = common.parse_args(f"{name} benchmark", small["reps"], [*METHODS, *variants], argv)
     scale = full if args.full else small
     if args.full:  # the n-model already trains at the paper's scale
@@ -238,7 +250,9 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
     start = time.perf_counter()
     records = common.run_repetitions(name, model, methods, reps=args.reps, seed=args.seed,
                                      fresh=args.fresh, progress=not args.quiet,
-                                     max_reps={m: small["paper_training"]["reps"] for m in variants})
+                                     max_reps={m: small[key]["reps"] for m, key in
+                                               ((PAPER_TRAINING, "paper_training"), (VIEWS, "views"))
+                                               if m in variants})
     summary = common.summarise(records, model.reported_names, reps=args.reps)
     figures = figure(model, name, [r for r in records if r["rep"] < args.reps], fig_name)
     seconds = max(time.perf_counter() - start, sum(r["seconds"] for r in records if r["rep"] < args.reps))
@@ -255,8 +269,15 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
            f"small-scale n-model ({pt['samples']:,} chains, at most {pt['max_steps']:,} steps); "
            + _variant_repetitions(pt.get("reps", 0), args.reps)
            + "; compare with the n-model's rows over the same repetitions in the notes below."]
-          if variants and not args.full else []),
-        *_same_repetitions(records, paper, args.reps, model.reported_names),
+          if PAPER_TRAINING in variants and not args.full else []),
+        *([f"{VIEWS}: {PAPER_TRAINING} with one network per rate ({small['views']['hidden']} hidden ELU units "
+           "each) that sees all rates and only the facility column and the rate's own column of S (floor j's "
+           "prevalence; the room column for the room rate and the facility rate): "
+           "ScoreLangevin(score_views=model.score_views()), beyond the paper; "
+           + _variant_repetitions(small["views"].get("reps", 0), args.reps) + "."]
+          if VIEWS in variants and not args.full else []),
+        *(line for v in variants for line in _same_repetitions(records, paper, args.reps,
+                                                                  model.reported_names, v)),
         *extra_notes,
     ]
     common.write_results(name, command=common.command_line(name), reps=args.reps, methods=summary,
