@@ -43,7 +43,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _sbi_common import (  # noqa: E402
-    RESULTS, MethodResult, command_line, machine, parse_args, pyplot, run_repetitions,
+    RESULTS, MethodResult, command_line, machine, method_store, parse_args, pyplot, run_repetitions,
     write_markdown,
 )
 
@@ -56,7 +56,7 @@ from scorebayes.posterior import Posterior  # noqa: E402
 from scorebayes.sbi import ScoreLangevin, TrainingSchedule  # noqa: E402
 
 NAME = "monotone"
-METHODS = ("single-model", "n-model", "n-model-5x", "abc", "bsl", "npe")
+METHODS = ("single-model", "n-model", "n-model-5x", "abc", "bsl", "npe", "single-model-paper-scale")
 PARTS = ("table", "fig1", "fig8")
 
 #: Table 2 of the paper (KS, W1 in function units, Cover95, CI95 width) and Table 5 costs
@@ -101,6 +101,12 @@ FULL = {
 #: our score-model choices beyond the paper's table sizes (see the diagnosis in the .md);
 #: "constrained": the networks take theta (scores/coordinates.py), as the paper's do: most
 #: increments sit at the theta_k = 0 face, where nets in u = logit(theta) fail (module notes)
+#: "single-model-paper-scale": the paper's single-model tables, training and localization
+#: (FULL["single"], FULL["localization"]: N = 2e6, N_R x m_R = 1e5 x 1e3) on the first ``reps``
+#: repetitions, sampled as the small scale. Hours on one core, so its tables and per-epoch
+#: checkpoints live in a run store (runs/bench/) and a killed run resumes across sessions.
+PAPER_SCALE = {"reps": 1}
+
 SINGLE_OPTIONS = {"proposal_inflation": 2.0, "tempering": True, "step_size_factor": 0.1,
                   "precondition": True, "max_steps": 20_000, "network_coordinates": "constrained",
                   # also sample with plain ULA, for the comparison in the notes (doubles the sampling time)
@@ -157,9 +163,10 @@ FITTED: dict[tuple[str, int], ScoreLangevin] = {}  # (method, rep) -> fitted mod
 
 def score_model(model, cfg: dict, *, mode: str = "single", localize: bool = True,
                 debias: str = "debias", curvature: float = 1e-3, mean_penalty: float = 1e-3,
-                n_scale: str = "n", seed: int = 0, progress: bool = False) -> ScoreLangevin:
-    """A ScoreLangevin configured from a scale dict (single- or n-model)."""
+                n_scale: str = "n", seed: int = 0, progress: bool = False, store=None) -> ScoreLangevin:
+    """A ScoreLangevin configured from a scale dict (single- or n-model); ``store``: a run store."""
     common = dict(localize=localize, hidden=(64, 64, 64), activation="elu", seed=seed, progress=progress,
+                  store=store,
                   network_coordinates=SINGLE_OPTIONS["network_coordinates"],
                   localization=dict(cfg["localization"]), parameter_names=model.parameter_names)
     if mode == "single":
@@ -227,6 +234,15 @@ def make_methods(model, cfg: dict, progress: bool, refs=None) -> dict:
     def single(x_obs, seed):
         return _score_result(fit("single-model", x_obs, seed), cfg, seed, reference(x_obs))
 
+    def single_paper_scale(x_obs, seed):
+        paper = {**FULL, "sampling": cfg["sampling"]}
+        store = method_store(NAME, "single-model-paper-scale", seed,
+                             {"single": FULL["single"], "localization": FULL["localization"]})
+        # no localization cache: this method localizes at the paper's scale (checkpointed in the store)
+        sl = score_model(model, paper, seed=seed, progress=progress, store=store).fit(x_obs)
+        FITTED.setdefault(("single-model-paper-scale", 0), sl)
+        return _score_result(sl, cfg, seed, reference(x_obs))
+
     def n_model(x_obs, seed):
         return _score_result(fit("n-model", x_obs, seed, mode="n", curvature=1.0), cfg, seed, reference(x_obs))
 
@@ -269,7 +285,7 @@ def make_methods(model, cfg: dict, progress: bool, refs=None) -> dict:
         return MethodResult(post, cost=float(c["N"]), cost_localization=loc, extra={"ess": post.info.get("ess")})
 
     return {"single-model": single, "n-model": n_model, "n-model-5x": n_model_5x, "abc": abc,
-            "bsl": bsl_fn, "npe": npe_fn}
+            "bsl": bsl_fn, "npe": npe_fn, "single-model-paper-scale": single_paper_scale}
 
 
 # ------------------------------------------------------------------------- Table 2
@@ -585,6 +601,13 @@ def write_outputs(args, cfg_name: str, table: dict, gibbs: dict | None, fig8: li
 
 
 NOTES = [
+    "PAPER-SCALE SINGLE-MODEL, IN PROGRESS (session 17): 'single-model-paper-scale' trains the paper's "
+    "single-model tables and schedule (N = 2e6, N_R x m_R = 1e5 x 1e3, 100 + 50 epochs, mean net 300 + 100; "
+    "localization 100 x 500) on repetition 0, in a run store (runs/bench/) that checkpoints every epoch. "
+    "Session 17 ran the localization, both tables and 50 of the 100 warm-start epochs (about 70 s an "
+    "epoch next to other jobs; validation loss -266.6 after one epoch, -292.9 after 50, still falling); "
+    "`scorebayes bench monotone --reps 3 --parts table` resumes it. Until it finishes, Table 2 has no "
+    "paper-scale row.",
     "STATUS (session 9): every method at the small scale on the first 3 repetitions. The score models "
     "(single-model N = 20,000 and N_R = 300 x 1,000; n-model N = 200; n-model-5x N = 1,000) are 100-1,000x "
     "below the paper's tables and miss Table 2 (see the scaling notes below); the baselines are at "
@@ -658,7 +681,8 @@ def main(argv=None) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     if "table" in parts:
         records = run_repetitions(NAME, model, methods, reps=args.reps, seed=args.seed, fresh=args.fresh,
-                                  progress=progress, record_fn=table2_record(model, refs))
+                                  progress=progress, record_fn=table2_record(model, refs),
+                                  max_reps={"single-model-paper-scale": PAPER_SCALE["reps"]})
         table = summarise_table2(records, args.reps)
         gibbs = gibbs_row(model, refs, x0)
         figure4(model, records, gibbs, RESULTS / "monotone_fig4.png")
