@@ -40,6 +40,7 @@ PAPER_TRAINING = "n-model-paper-training"
 # beyond the paper: the paper-training n-model with one small network per rate, each seeing the
 # facility column and its own column of S (Epidemic.score_views; scorebayes CoordinateViewScoreNet)
 VIEWS = "n-model-views"
+VARIANT_SCALES = {PAPER_TRAINING: "paper_training", VIEWS: "views"}  # variant -> its key in SMALL
 
 
 def _paper_rows(rows: dict[str, tuple], cost: dict) -> dict:
@@ -240,7 +241,7 @@ def _same_repetitions(records: list[dict], paper: dict | None, reps: int, names:
 def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SMALL, full: dict = FULL,
          localize: bool = False, fig_name: str = "epidemic5_fig5.png", extra_notes: tuple[str, ...] = (),
          argv=None) -> None:
-    variants = [m for m, key in ((PAPER_TRAINING, "paper_training"), (VIEWS, "views")) if key in small]
+    variants = [m for m, key in VARIANT_SCALES.items() if key in small]
     args = common.parse_args(f"{name} benchmark", small["reps"], [*METHODS, *variants], argv)
     scale = full if args.full else small
     if args.full:  # the n-model already trains at the paper's scale
@@ -250,9 +251,7 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
     start = time.perf_counter()
     records = common.run_repetitions(name, model, methods, reps=args.reps, seed=args.seed,
                                      fresh=args.fresh, progress=not args.quiet,
-                                     max_reps={m: small[key]["reps"] for m, key in
-                                               ((PAPER_TRAINING, "paper_training"), (VIEWS, "views"))
-                                               if m in variants})
+                                     max_reps={m: small[VARIANT_SCALES[m]]["reps"] for m in variants})
     summary = common.summarise(records, model.reported_names, reps=args.reps)
     figures = figure(model, name, [r for r in records if r["rep"] < args.reps], fig_name)
     seconds = max(time.perf_counter() - start, sum(r["seconds"] for r in records if r["rep"] < args.reps))

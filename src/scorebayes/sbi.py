@@ -104,9 +104,10 @@ class ScoreLangevin:
             or :math:`N` data sets (other modes). Default 20,000 / 2,000.
         num_groups, group_size: :math:`N_R` and :math:`m_R` of :math:`\mathcal D^R` (single-model).
         hidden, activation: network architecture (score and mean nets).
-        score_views: ``d`` index lists into the network's view of a data set (one row of
-            ``_observations``, e.g. ``vec(S)`` in mode ``"full"``): parameter ``j``'s score is
-            then a network of its own that sees all of :math:`\theta` and only those inputs
+        score_views: ``d`` index lists into the score network's data input (``vec(x)`` in mode
+            ``"full"``, one observation in ``"n"``, ``[x_{i-1}, x_i]`` in ``"markov"``):
+            parameter ``j``'s score is then a network of its own that sees all of
+            :math:`\theta` and only those inputs
             (:class:`~scorebayes.scores.networks.CoordinateViewScoreNet`; ``hidden`` sizes each
             of them). ``None`` (default): one network sees everything. Beyond the paper; on the
             epidemic with 10 floors, ``model.score_views()`` narrows floor 1 from the prior's

@@ -264,7 +264,8 @@ class CoordinateViewScoreNet(nn.Module):
                           for i in range(0, theta.shape[0], chunk)], 0)
 
     def score_and_jacobian(self, theta: Tensor, x: Tensor) -> tuple[Tensor, Tensor] | None:
-        r"""``theta [B, d], x [B, m, p] -> (s [B, m, d], J [B, d, d])``, :math:`J_b = \sum_i \nabla_\theta s(\theta_b, x_{bi})`.
+        r"""``theta [B, d], x [B, m, p] -> (s [B, m, d], J [B, d, d])``,
+        :math:`J_b = \sum_i \nabla_\theta s(\theta_b, x_{bi})`.
 
         Forward mode as in :meth:`ScoreNet.score_and_jacobian`: the tangent of :math:`f_j`'s first
         pre-activation along :math:`\theta_l` is the constant :math:`W^{(1)}_{j,l}/\text{scale}_l`."""
@@ -273,7 +274,8 @@ class CoordinateViewScoreNet(nn.Module):
             return None
         d = self.theta_dim
         h = self._inputs(theta[:, None, :], x)  # [B, m, d, in]
-        tangent = (self.weights[0][:, :d, :] / self.theta_norm.scale[None, :, None])[None, None]  # [1, 1, d, d, H]
+        # [1, 1, d, d, H]: d(first pre-activation of f_j)/d theta_l
+        tangent = (self.weights[0][:, :d, :] / self.theta_norm.scale[None, :, None])[None, None]
         last = len(self.weights) - 1
         for k, (w, b) in enumerate(zip(self.weights, self.biases)):
             if k > 0:
