@@ -604,7 +604,7 @@ NOTES = [
     "PAPER-SCALE SINGLE-MODEL, IN PROGRESS (session 17): 'single-model-paper-scale' trains the paper's "
     "single-model tables and schedule (N = 2e6, N_R x m_R = 1e5 x 1e3, 100 + 50 epochs, mean net 300 + 100; "
     "localization 100 x 500) on repetition 0, in a run store (runs/bench/) that checkpoints every epoch. "
-    "Session 17 ran the localization, both tables and 50 of the 100 warm-start epochs (about 70 s an "
+    "Session 17 ran the localization, both tables and at least 66 of the 100 warm-start epochs (40-70 s an "
     "epoch next to other jobs; validation loss -266.6 after one epoch, -292.9 after 50, still falling); "
     "`scorebayes bench monotone --reps 3 --parts table` resumes it. Until it finishes, Table 2 has no "
     "paper-scale row.",
