@@ -6,10 +6,14 @@ information sits in the entries ``i d + j``, so the right views learn it and vie
 coordinate j another coordinate's entries cannot (the best such score given theta is 0).
 """
 
+import json
+
 import pytest
 import torch
 from torch.distributions import Normal
 
+from scorebayes.cli import main
+from scorebayes.models import get_model
 from scorebayes.priors import independent
 from scorebayes.sbi import ScoreLangevin
 from scorebayes.scores.losses import evaluate_score
@@ -131,8 +135,6 @@ def test_full_mode_posterior_with_views_matches_the_analytic_one():
 
 
 def test_epidemic_views_pick_the_facility_and_the_own_column():
-    from scorebayes.models import get_model
-
     model = get_model("epidemic10")
     T, width = model.steps, model.floors + 2
     labels = (100 * torch.arange(T)[:, None] + torch.arange(width)[None]).reshape(-1)  # vec(S), S[t, c] = 100 t + c
@@ -143,52 +145,31 @@ def test_epidemic_views_pick_the_facility_and_the_own_column():
         assert sorted((seen // 100).unique().tolist()) == list(range(T))
 
 
+def run_config(tmp_path, model_name: str, options: str) -> int:
+    """``scorebayes run`` on a score-langevin config of a builtin model in mode 'full'."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'method = "score-langevin"\n[model]\nsimulator = "builtin:{model_name}"\n'
+                   f'[options]\nmode = "full"\nlocalize = false\n{options}\n')
+    return main(["run", str(cfg), "--out", str(tmp_path / "o"), "--quiet"])
+
+
 @pytest.mark.parametrize("model_name, views, message", [
     ("gaussian_mean", '"builtin"', "needs a builtin model with data views"),
     ("epidemic5", '"own"', 'must be a list of index lists or "builtin"'),
 ])
 def test_cli_score_views_errors(tmp_path, capsys, model_name, views, message):
-    import textwrap
-
-    from scorebayes.cli import main
-
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(textwrap.dedent(f"""
-        method = "score-langevin"
-        [model]
-        simulator = "builtin:{model_name}"
-        [options]
-        mode = "full"
-        localize = false
-        score_views = {views}
-    """))
-    assert main(["run", str(cfg), "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    assert run_config(tmp_path, model_name, f"score_views = {views}") == 2
     assert message in capsys.readouterr().err
 
 
 def test_cli_builtin_score_views_run(tmp_path):
-    import json
-    import textwrap
-
-    from scorebayes.cli import main
-
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(textwrap.dedent("""
-        method = "score-langevin"
-        [model]
-        simulator = "builtin:epidemic5"
-        [options]
-        mode = "full"
-        localize = false
-        score_views = "builtin"
-        hidden = [8]
-        num_simulations = 40
-        schedule = {epochs = 1, penalty_epochs = 0, batch_size = 10}
-        num_samples = 20
-        chains = 10
-        max_steps = 20
-    """))
-    out = tmp_path / "o"
-    assert main(["run", str(cfg), "--out", str(out), "--quiet"]) == 0
-    summary = json.loads((out / "summary.json").read_text())
+    options = """score_views = "builtin"
+hidden = [8]
+num_simulations = 40
+schedule = {epochs = 1, penalty_epochs = 0, batch_size = 10}
+num_samples = 20
+chains = 10
+max_steps = 20"""
+    assert run_config(tmp_path, "epidemic5", options) == 0
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert len(summary["parameters"]) == 7
