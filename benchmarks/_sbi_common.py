@@ -15,12 +15,16 @@ Stable API (other benchmarks import it; keep these signatures):
     then subtracted from ``simulations``). Return a :class:`MethodResult` to give them explicitly.
 
 ``run_repetitions(name, model, methods: dict[str, MethodFn], *, reps, seed, fresh=False,
-                  progress=True, observed_fn=None, record_fn=None) -> list[dict]``
+                  progress=True, observed_fn=None, record_fn=None, max_reps=None,
+                  configs=None) -> list[dict]``
     Loops over repetitions ``r = 0..reps-1``: ``x_obs = model.observed(make_generator(seed,
     "observed", r))`` (or ``observed_fn(r, generator)``), then every method with seed
     ``derive_seed(seed, method, r)``. Each (method, rep) record is appended to
     ``benchmarks/results/<name>_partial.jsonl`` as soon as it completes, and records already in
-    the file (same seed) are reused, so an interrupted run resumes. A record holds ``method``,
+    the file (same seed) are reused, so an interrupted run resumes. A method given a
+    ``configs[method]`` (its settings, JSON-able) stores their fingerprint in ``config`` and
+    reuses only records with the same fingerprint, so a changed setting re-runs instead of
+    silently reusing old records. A record holds ``method``,
     ``rep``, ``seed``, ``seconds``, ``cost``, ``cost_localization``, per reported parameter
     ``mean``, ``low``, ``high``, ``bias``, ``width``, ``covers`` (lists over parameters), and
     whatever ``record_fn(method, posterior, x_obs, rep) -> dict`` adds (e.g. monotone KS/W1).
@@ -48,6 +52,7 @@ References:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -157,13 +162,22 @@ def repetition_record(model: Any, post: Posterior, truth_reported: np.ndarray) -
             "covers": ((low <= truth_reported) & (truth_reported <= high)).astype(float).tolist()}
 
 
-def _load_partial(path: Path, seed: int) -> dict[tuple[str, int], dict]:
+def config_fingerprint(config: Any) -> str:
+    """Short hash of a method's settings (JSON with sorted keys; tuples as lists)."""
+    text = json.dumps(config, sort_keys=True, default=str)
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def _load_partial(path: Path, seed: int, fingerprints: dict[str, str]) -> dict[tuple[str, int], dict]:
+    """Records of ``path`` made with ``seed`` and, for the methods in ``fingerprints``, the same
+    configuration; the last record of a (method, rep) wins."""
     done: dict[tuple[str, int], dict] = {}
     if path.exists():
         for line in path.read_text().splitlines():
             if line.strip():
                 rec = json.loads(line)
-                if rec.get("base_seed") == seed:
+                wanted = fingerprints.get(rec["method"])
+                if rec.get("base_seed") == seed and (wanted is None or rec.get("config") == wanted):
                     done[(rec["method"], int(rec["rep"]))] = rec
     return done
 
@@ -172,15 +186,18 @@ def run_repetitions(name: str, model: Any, methods: dict[str, Callable[[Tensor, 
                     reps: int, seed: int = 0, fresh: bool = False, progress: bool = True,
                     observed_fn: Callable[[int, torch.Generator], Tensor] | None = None,
                     record_fn: Callable[..., dict] | None = None,
-                    max_reps: dict[str, int] | None = None) -> list[dict]:
+                    max_reps: dict[str, int] | None = None,
+                    configs: dict[str, Any] | None = None) -> list[dict]:
     """Run every method on ``reps`` observed data sets, saving each record as it completes.
 
-    ``max_reps`` caps the repetitions of expensive methods (``{method: k}``: only the first k)."""
+    ``max_reps`` caps the repetitions of expensive methods (``{method: k}``: only the first k);
+    ``configs`` (``{method: settings}``) makes reuse of a stored record require the same settings."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}_partial.jsonl"
     if fresh and path.exists():
         path.unlink()
-    done = _load_partial(path, seed)
+    fingerprints = {m: config_fingerprint(c) for m, c in (configs or {}).items()}
+    done = _load_partial(path, seed, fingerprints)
     truth = model.to_reported(model.true_parameters).numpy()
     records = []
     for r in range(reps):
@@ -207,6 +224,8 @@ def run_repetitions(name: str, model: Any, methods: dict[str, Callable[[Tensor, 
                 cost, loc = _costs(post)
             rec = {"method": method, "rep": r, "seed": rep_seed, "base_seed": seed,
                    "seconds": seconds, "cost": cost, "cost_localization": loc}
+            if method in fingerprints:
+                rec["config"] = fingerprints[method]
             rec.update(repetition_record(model, post, truth))
             if record_fn is not None:
                 rec.update(record_fn(method, post, x_obs, r))

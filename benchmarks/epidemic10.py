@@ -62,8 +62,9 @@ SMALL = {**epidemic5.SMALL, "reps": 5, "localization": LOCALIZATION,
          "paper_training": (_paper := {"N": 20_000, "epochs": 100, "batch": 5, "samples": 1_000,
                                        "max_steps": 20_000, "validation": epidemic5.N_MODEL_VALIDATION,
                                        "reps": 3}),
-         # the same training with per-rate networks on their own columns of S (~20 min a repetition)
-         "views": {**_paper, "views": True, "hidden": (128, 64)}}
+         # the same training with per-rate networks on their own columns of S (~20 min a repetition),
+         # lr 1e-3 -> 1e-5 (narrower than 1e-4 -> 1e-5 on 9-12 of 12 coordinates, session 17 scratch)
+         "views": {**_paper, "views": True, "hidden": (128, 64), "lr": (1e-3, 1e-5)}}
 FULL = {
     "reps": 50,
     "n": {"N": 20_000, "epochs": 100, "batch": 5, "samples": 10_000, "max_steps": 20_000,

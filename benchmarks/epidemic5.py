@@ -206,6 +206,15 @@ def figure(model, name: str, records: list[dict], fig_name: str) -> list[str]:
     return [fig_name]
 
 
+def _fingerprinted(small: dict, scale: dict, variants: list[str]) -> dict[str, dict]:
+    """Settings whose change must re-run a method's stored records: the per-rate variant's
+    (fingerprinted since session 18; the other methods' records predate fingerprints)."""
+    if VIEWS not in variants:
+        return {}
+    views = {k: v for k, v in small["views"].items() if k != "reps"}
+    return {VIEWS: {**views, "localization": scale.get("localization")}}
+
+
 def _variant_repetitions(variant_reps: int, reps: int) -> str:
     """Which repetitions the paper-training variant ran on (its ``reps`` caps the benchmark's)."""
     if variant_reps >= reps:
@@ -251,7 +260,8 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
     start = time.perf_counter()
     records = common.run_repetitions(name, model, methods, reps=args.reps, seed=args.seed,
                                      fresh=args.fresh, progress=not args.quiet,
-                                     max_reps={m: small[VARIANT_SCALES[m]]["reps"] for m in variants})
+                                     max_reps={m: small[VARIANT_SCALES[m]]["reps"] for m in variants},
+                                     configs=_fingerprinted(small, scale, variants))
     summary = common.summarise(records, model.reported_names, reps=args.reps)
     figures = figure(model, name, [r for r in records if r["rep"] < args.reps], fig_name)
     seconds = max(time.perf_counter() - start, sum(r["seconds"] for r in records if r["rep"] < args.reps))

@@ -97,6 +97,30 @@ def test_max_reps_caps_expensive_methods(common, tmp_path):
     assert summary["cheap"]["reps"] == 4 and summary["costly"]["reps"] == 2
 
 
+def test_changed_configuration_reruns_fingerprinted_methods(common, tmp_path):
+    calls = {"plain": 0, "tuned": 0}
+
+    def counted(name):
+        def method(x, s):
+            calls[name] += 1
+            return _exact_method(x, s)
+        return method
+
+    methods = {"plain": counted("plain"), "tuned": counted("tuned")}
+    run = lambda lr: common.run_repetitions("conf", _Fake(), methods, reps=2, seed=1, progress=False,  # noqa: E731
+                                           configs={"tuned": {"lr": lr, "hidden": (8, 4)}})
+    run((1e-4, 1e-5))
+    assert calls == {"plain": 2, "tuned": 2}
+    run((1e-4, 1e-5))  # same settings: every record reused
+    assert calls == {"plain": 2, "tuned": 2}
+    recs = run((1e-3, 1e-5))  # changed settings: only the fingerprinted method re-runs
+    assert calls == {"plain": 2, "tuned": 4}
+    tuned = [r for r in recs if r["method"] == "tuned"]
+    assert {r["config"] for r in tuned} == {common.config_fingerprint({"lr": (1e-3, 1e-5), "hidden": (8, 4)})}
+    run((1e-4, 1e-5))  # back to the first settings: their records are still in the file
+    assert calls == {"plain": 2, "tuned": 4}
+
+
 def test_pruned_abc_equals_full_abc(common):
     from scorebayes.baselines import wasserstein1
     from scorebayes.parallel import make_generator
