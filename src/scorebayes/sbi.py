@@ -233,7 +233,7 @@ class ScoreLangevin:
             if mode == "single":
                 raise ValueError("score_views needs mode 'n', 'full' or 'markov' (the single-model's "
                                  "debiasing network h(theta) has no data view)")
-            self.score_views = check_views(score_views, self.space.dim).tolist()
+            self.score_views = check_views(score_views, self.space.dim)
         # an n-model step carries batch_size * n observations: fewer data sets per step
         self.schedule = schedule or (TrainingSchedule() if mode == "single" else TrainingSchedule(batch_size=32))
         self.mean_schedule = mean_schedule or TrainingSchedule(batch_size=32)

@@ -205,13 +205,14 @@ class CoordinateViewScoreNet(nn.Module):
 
     Implicit score matching, :math:`\sum_j [\tfrac12 s_j^2 + s_j\,\partial_j\log q + \partial_j s_j]`,
     separates over coordinates, so each :math:`f_j` may see only the inputs :math:`V_j` that carry
-    :math:`\theta_j`'s information (plus all of :math:`\theta`). The ``d`` networks are evaluated
-    together with batched weights ``[d, in, out]``.
+    :math:`\theta_j`'s information (plus all of :math:`\theta`). Networks whose views have the same
+    length are evaluated together with batched weights ``[g, in, out]`` (one block per length), so
+    views may differ in length (e.g. one coordinate sees every input, the others a few).
 
     Arguments:
         theta_dim: :math:`d`.
         x_dim: :math:`p`, the length of the network's view of the data (e.g. ``vec(S)``).
-        views: ``d`` index lists into ``x``'s last axis, all of the same length :math:`v`
+        views: ``d`` non-empty index lists into ``x``'s last axis
             (e.g. :meth:`scorebayes.models.Epidemic.score_views`).
         hidden: hidden widths of each :math:`f_j`; activation as for :class:`ScoreNet`.
 
@@ -222,43 +223,32 @@ class CoordinateViewScoreNet(nn.Module):
     def __init__(self, theta_dim: int, x_dim: int, views: Sequence[Sequence[int]],
                  hidden: Sequence[int] = (128, 64), activation: str | type[nn.Module] = "elu"):
         super().__init__()
-        index = check_views(views, theta_dim, x_dim)
+        views = check_views(views, theta_dim, x_dim)
         self.theta_dim, self.x_dim = theta_dim, x_dim
-        self.register_buffer("views", index)  # [d, v]
         self.theta_norm = _Standardiser(theta_dim)
         self.x_norm = _Standardiser(x_dim)
         self.act = _activation(activation)()
-        widths = [theta_dim + index.shape[1], *hidden, 1]
-        self.weights, self.biases = nn.ParameterList(), nn.ParameterList()
-        for a, b in zip(widths[:-1], widths[1:]):  # nn.Linear's default initialisation, per coordinate
-            bound = a ** -0.5
-            self.weights.append(nn.Parameter(torch.empty(theta_dim, a, b).uniform_(-bound, bound)))
-            self.biases.append(nn.Parameter(torch.empty(theta_dim, b).uniform_(-bound, bound)))
+        lengths = sorted({len(v) for v in views})
+        self.blocks = nn.ModuleList(
+            _ViewBlock(theta_dim, [j for j, v in enumerate(views) if len(v) == n],
+                       [v for v in views if len(v) == n], hidden) for n in lengths)
+        # outputs come block by block; ``order`` puts them back in coordinate order
+        coords = torch.cat([b.coords for b in self.blocks])
+        self.register_buffer("order", torch.argsort(coords))
 
     def fit_standardisation(self, theta: Tensor, x: Tensor) -> None:
         """Set input statistics from a training table (``theta [N, d]``, ``x [..., p]``)."""
         self.theta_norm.fit(theta)
         self.x_norm.fit(x)
 
-    def _inputs(self, theta: Tensor, x: Tensor) -> Tensor:
-        """``theta [*, d], x [*, p] -> [*, d, d + v]``: all of theta and coordinate j's view."""
-        t, z = _broadcast(self.theta_norm(theta), self.x_norm(x))
-        lead = t.shape[:-1]
-        seen = z[..., self.views]  # [*, d, v]
-        return torch.cat([t[..., None, :].expand(*lead, self.theta_dim, self.theta_dim), seen], dim=-1)
-
     def forward(self, theta: Tensor, x: Tensor) -> Tensor:
-        h = self._inputs(theta, x)
-        last = len(self.weights) - 1
-        for k, (w, b) in enumerate(zip(self.weights, self.biases)):
-            h = torch.einsum("...ja,jab->...jb", h, w) + b
-            if k < last:
-                h = self.act(h)
-        return h[..., 0] / self.theta_norm.scale
+        t, z = _broadcast(self.theta_norm(theta), self.x_norm(x))
+        out = torch.cat([block(t, z, self.act) for block in self.blocks], -1)[..., self.order]
+        return out / self.theta_norm.scale
 
     def sum_over_observations(self, theta: Tensor, x: Tensor, *, max_elements: int = 2**20) -> Tensor:
         r""":math:`\sum_{i=1}^n s(\theta_c, X_i)`: ``theta [C, d], x [n, p] -> [C, d]`` (chains chunked)."""
-        width = max(w.shape[-1] for w in self.weights)
+        width = max(w.shape[-1] for b in self.blocks for w in b.weights)
         chunk = max(1, max_elements // max(1, x.shape[0] * self.theta_dim * width))
         return torch.cat([self(theta[i:i + chunk, None, :], x[None]).sum(1)
                           for i in range(0, theta.shape[0], chunk)], 0)
@@ -272,38 +262,83 @@ class CoordinateViewScoreNet(nn.Module):
         slope_of = _derivative(self.act)
         if slope_of is None:
             return None
+        t, z = _broadcast(self.theta_norm(theta[:, None, :]), self.x_norm(x))
+        outs, rows = zip(*(block.forward_with_tangent(t, z, self.act, slope_of, self.theta_norm.scale)
+                           for block in self.blocks))
+        scale = self.theta_norm.scale
+        score = torch.cat(outs, -1)[..., self.order] / scale
+        jacobian = torch.cat(rows, 1)[:, self.order] / scale[:, None]
+        return score, jacobian
+
+
+class _ViewBlock(nn.Module):
+    """The networks :math:`f_j` of the coordinates ``coords`` (views of one length ``v``), with
+    batched weights ``[g, in, out]`` (``nn.Linear``'s initialisation per coordinate)."""
+
+    def __init__(self, theta_dim: int, coords: list[int], views: list[list[int]], hidden: Sequence[int]):
+        super().__init__()
+        self.theta_dim = theta_dim
+        self.register_buffer("coords", torch.tensor(coords, dtype=torch.long))  # [g]
+        self.register_buffer("views", torch.tensor(views, dtype=torch.long))  # [g, v]
+        widths = [theta_dim + len(views[0]), *hidden, 1]
+        self.weights, self.biases = nn.ParameterList(), nn.ParameterList()
+        for a, b in zip(widths[:-1], widths[1:]):
+            bound = a ** -0.5
+            self.weights.append(nn.Parameter(torch.empty(len(coords), a, b).uniform_(-bound, bound)))
+            self.biases.append(nn.Parameter(torch.empty(len(coords), b).uniform_(-bound, bound)))
+
+    def _inputs(self, t: Tensor, z: Tensor) -> Tensor:
+        """Standardised ``t [*, d], z [*, p] -> [*, g, d + v]``: all of theta and each view."""
+        lead = t.shape[:-1]
+        g = len(self.coords)
+        return torch.cat([t[..., None, :].expand(*lead, g, self.theta_dim), z[..., self.views]], dim=-1)
+
+    def forward(self, t: Tensor, z: Tensor, act: nn.Module) -> Tensor:
+        """``[*, d], [*, p] -> [*, g]``: the networks' outputs before the parameter scale."""
+        h = self._inputs(t, z)
+        last = len(self.weights) - 1
+        for k, (w, b) in enumerate(zip(self.weights, self.biases)):
+            h = torch.einsum("...ja,jab->...jb", h, w) + b
+            if k < last:
+                h = act(h)
+        return h[..., 0]
+
+    def forward_with_tangent(self, t: Tensor, z: Tensor, act: nn.Module, slope_of, scale: Tensor
+                             ) -> tuple[Tensor, Tensor]:
+        """``t [B, m, d], z [B, m, p] -> (outputs [B, m, g], sum_i d output / d theta [B, g, d])``."""
         d = self.theta_dim
-        h = self._inputs(theta[:, None, :], x)  # [B, m, d, in]
-        # [1, 1, d, d, H]: d(first pre-activation of f_j)/d theta_l
-        tangent = (self.weights[0][:, :d, :] / self.theta_norm.scale[None, :, None])[None, None]
+        h = self._inputs(t, z)  # [B, m, g, in]
+        # [1, 1, g, d, H]: d(first pre-activation of f_j)/d theta_l
+        tangent = (self.weights[0][:, :d, :] / scale[None, :, None])[None, None]
         last = len(self.weights) - 1
         for k, (w, b) in enumerate(zip(self.weights, self.biases)):
             if k > 0:
                 tangent = torch.einsum("...jla,jab->...jlb", tangent, w)
             h = torch.einsum("...ja,jab->...jb", h, w) + b
             if k < last:
-                y = self.act(h)
+                y = act(h)
                 tangent = slope_of(h, y)[..., None, :] * tangent
                 h = y
-        scale = self.theta_norm.scale
-        return h[..., 0] / scale, tangent[..., 0].sum(1) / scale[:, None]
+        return h[..., 0], tangent[..., 0].sum(1)
 
 
-def check_views(views: Sequence[Sequence[int]], theta_dim: int, x_dim: int | None = None) -> Tensor:
-    """``views`` as a ``[d, v]`` index tensor, with a clear error for a wrong count, ragged
-    lengths, an empty view or (when ``x_dim`` is known) an index outside ``[0, x_dim)``."""
-    views = [list(v) for v in views]
+def check_views(views: Sequence[Sequence[int]], theta_dim: int, x_dim: int | None = None) -> list[list[int]]:
+    """``views`` as ``d`` lists of ints, with a clear error for a wrong count, an empty view, a
+    non-integer index or (when ``x_dim`` is known) an index outside ``[0, x_dim)``."""
+    try:
+        views = [[int(i) for i in v] for v in views]
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"score_views must be lists of integer indices ({err})") from None
     if len(views) != theta_dim:
         raise ValueError(f"score_views needs one index list per parameter ({theta_dim}), got {len(views)}")
-    lengths = {len(v) for v in views}
-    if len(lengths) != 1 or 0 in lengths:
-        raise ValueError(f"score_views must be non-empty index lists of one length, got lengths "
-                         f"{[len(v) for v in views]}")
-    index = torch.tensor(views, dtype=torch.long)
-    if x_dim is not None and (index.min() < 0 or index.max() >= x_dim):
+    empty = [j for j, v in enumerate(views) if not v]
+    if empty:
+        raise ValueError(f"score_views must be non-empty index lists; empty for parameters {empty}")
+    flat = [i for v in views for i in v]
+    if x_dim is not None and (min(flat) < 0 or max(flat) >= x_dim):
         raise ValueError(f"score_views index outside the network's data view of length {x_dim}: "
-                         f"min {int(index.min())}, max {int(index.max())}")
-    return index
+                         f"min {min(flat)}, max {max(flat)}")
+    return views
 
 
 def _derivative(layer: nn.Module):
