@@ -223,28 +223,29 @@ def _variant_repetitions(variant_reps: int, reps: int) -> str:
 
 
 def _same_repetitions(records: list[dict], paper: dict | None, reps: int, names: list[str],
-                      variant_name: str = PAPER_TRAINING) -> list[str]:
-    """Mean CI95 widths of the n-model, the paper-training variant and ``variant_name`` over the
-    latter's repetitions, and their ratios to the paper's n-model widths (a note line; empty
-    unless the n-model ran on all of them)."""
-    variant = [r for r in records if r["method"] == variant_name and r["rep"] < reps]
-    kept = {r["rep"] for r in variant}
-    paper_w = [paper["n-model"][p][2] for p in names] if paper else None
-    parts = []
-    for label in dict.fromkeys(("n-model", PAPER_TRAINING, variant_name)):
-        rows = [r for r in records if r["method"] == label and r["rep"] in kept]
-        if len(rows) != len(kept):
-            if label == "n-model":
-                return []
-            continue
-        w = torch.tensor([r["width"] for r in rows], dtype=torch.float64).mean(0)
-        text = f"{label} " + " / ".join(f"{v:.3f}" for v in w.tolist())
-        if paper_w is not None:
-            text += " (x paper: " + " / ".join(f"{v:.2f}" for v in (w / torch.tensor(paper_w)).tolist()) + ")"
-        parts.append(text)
-    if not variant:
-        return []
-    return [f"Same {len(kept)} repetitions, mean CI95 widths in parameter order: " + "; ".join(parts) + "."]
+                      variants: list[str]) -> list[str]:
+    """Mean CI95 widths of the n-model and the variants over the variants' repetitions, and their
+    ratios to the paper's n-model widths: one note line per distinct set of repetitions (none
+    for a set the n-model did not run on in full)."""
+    runs_of = {v: frozenset(r["rep"] for r in records if r["method"] == v and r["rep"] < reps)
+               for v in variants}
+    paper_w = torch.tensor([paper["n-model"][p][2] for p in names]) if paper else None
+    lines = []
+    for kept in dict.fromkeys(k for k in runs_of.values() if k):
+        parts = []
+        for label in ("n-model", *(v for v in variants if runs_of[v] == kept)):
+            rows = [r for r in records if r["method"] == label and r["rep"] in kept]
+            if len(rows) != len(kept):
+                break  # the n-model is missing some of these repetitions
+            w = torch.tensor([r["width"] for r in rows], dtype=torch.float64).mean(0)
+            text = f"{label} " + " / ".join(f"{v:.3f}" for v in w.tolist())
+            if paper_w is not None:
+                text += " (x paper: " + " / ".join(f"{v:.2f}" for v in (w / paper_w).tolist()) + ")"
+            parts.append(text)
+        else:
+            lines.append(f"Same {len(kept)} repetitions, mean CI95 widths in parameter order: "
+                         + "; ".join(parts) + ".")
+    return lines
 
 
 def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SMALL, full: dict = FULL,
@@ -282,11 +283,11 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
         *([f"{VIEWS}: {PAPER_TRAINING} with one network per rate ({small['views']['hidden']} hidden ELU units "
            "each) that sees all rates and only the facility column and the rate's own column of S (floor j's "
            "prevalence; the room column for the room rate and the facility rate): "
-           "ScoreLangevin(score_views=model.score_views()), beyond the paper; "
+           "ScoreLangevin(score_views=model.score_views()), beyond the paper; learning rate "
+           + " -> ".join(f"{v:g}" for v in small["views"].get("lr", (1e-4, 1e-5))) + "; "
            + _variant_repetitions(small["views"].get("reps", 0), args.reps) + "."]
           if VIEWS in variants and not args.full else []),
-        *(line for v in variants for line in _same_repetitions(records, paper, args.reps,
-                                                                  model.reported_names, v)),
+        *_same_repetitions(records, paper, args.reps, model.reported_names, variants),
         *extra_notes,
     ]
     common.write_results(name, command=common.command_line(name), reps=args.reps, methods=summary,
