@@ -81,16 +81,19 @@ def test_layout_metrics_and_resume(common, tmp_path):
     assert len((tmp_path / "fake_partial.jsonl").read_text().splitlines()) == 40
 
 
+def _counting(calls: dict, name: str):
+    """``_exact_method`` that counts its calls in ``calls[name]``."""
+    def method(x, s):
+        calls[name] += 1
+        return _exact_method(x, s)
+    return method
+
+
 def test_max_reps_caps_expensive_methods(common, tmp_path):
     calls = {"cheap": 0, "costly": 0}
 
-    def counted(name):
-        def method(x, s):
-            calls[name] += 1
-            return _exact_method(x, s)
-        return method
 
-    recs = common.run_repetitions("capped", _Fake(), {"cheap": counted("cheap"), "costly": counted("costly")},
+    recs = common.run_repetitions("capped", _Fake(), {"cheap": _counting(calls, "cheap"), "costly": _counting(calls, "costly")},
                                   reps=4, seed=1, progress=False, max_reps={"costly": 2})
     assert calls == {"cheap": 4, "costly": 2}
     summary = common.summarise(recs, ["a", "b"], reps=4)
@@ -100,13 +103,8 @@ def test_max_reps_caps_expensive_methods(common, tmp_path):
 def test_changed_configuration_reruns_fingerprinted_methods(common, tmp_path):
     calls = {"plain": 0, "tuned": 0}
 
-    def counted(name):
-        def method(x, s):
-            calls[name] += 1
-            return _exact_method(x, s)
-        return method
 
-    methods = {"plain": counted("plain"), "tuned": counted("tuned")}
+    methods = {"plain": _counting(calls, "plain"), "tuned": _counting(calls, "tuned")}
     run = lambda lr: common.run_repetitions("conf", _Fake(), methods, reps=2, seed=1, progress=False,  # noqa: E731
                                            configs={"tuned": {"lr": lr, "hidden": (8, 4)}})
     run((1e-4, 1e-5))
