@@ -133,7 +133,9 @@ def make_methods(model, scale: dict, chosen: list[str], *, localize: bool, seed:
 
     def nmodel(x_obs, s_, key="n"):
         s = scale[key]
-        views = model.score_views() if s.get("views") else None
+        # "views": True (each rate's two columns) or the names of the rates that see all of S
+        views = s.get("views")
+        views = (model.score_views() if views is True else model.score_views(see_all=views)) if views else None
         est = ScoreLangevin(
             prior, sim, mode="full", localize=localize, localization=scale["localization"],
             num_simulations=s["N"], hidden=s.get("hidden", (512, 256, 128)), activation="elu",

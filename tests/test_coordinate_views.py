@@ -167,6 +167,11 @@ def test_epidemic_views_pick_the_facility_and_the_own_column():
         seen = labels[view]
         assert sorted((seen % 100).unique().tolist()) == sorted({0, own[j]})
         assert sorted((seen // 100).unique().tolist()) == list(range(T))
+    wide = model.score_views(see_all=("beta_facility", "beta_room"))
+    assert [len(v) for v in wide] == [T * width] + [2 * T] * model.floors + [T * width]
+    assert wide[1:-1] == model.score_views()[1:-1]
+    with pytest.raises(ValueError, match="unknown parameters \\['beta_lobby'\\]"):
+        model.score_views(see_all=("beta_lobby",))
 
 
 def run_config(tmp_path, model_name: str, options: str) -> int:

@@ -34,6 +34,7 @@ References:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -206,17 +207,26 @@ class Epidemic(Model):
         )
         self.epidemic_simulator = sim
 
-    def score_views(self) -> list[list[int]]:
+    def score_views(self, see_all: Sequence[str] = ()) -> list[list[int]]:
         r"""Per-parameter data views for ``ScoreLangevin(mode="full", score_views=...)``.
 
         Indices into :math:`\text{vec}(S)` (row-major ``[T, J+2]``, entry ``(t, c)`` at
         ``t (J+2) + c``): every rate sees the facility column and its own column (floor ``j``'s
         prevalence for :math:`\beta_j`, the room column for :math:`\beta_{J+1}`); the facility
         rate :math:`\beta_0` sees the facility and room columns. ``J+2`` lists of ``2T``.
+
+        ``see_all``: names of parameters whose networks see all of :math:`S` instead
+        (``T (J+2)`` indices), e.g. ``("beta_facility", "beta_room")``: telling facility-wide
+        from floor transmission needs how infections spread over the floors.
         """
+        unknown = sorted(set(see_all) - set(self.parameter_names))
+        if unknown:
+            raise ValueError(f"see_all: unknown parameters {unknown}; choose from {self.parameter_names}")
         width = self.floors + 2
         own = [width - 1] + list(range(1, width))  # beta_0 -> room column, beta_j -> column j
-        return [[t * width + c for c in (0, col) for t in range(self.steps)] for col in own]
+        everything = list(range(self.steps * width))
+        return [everything if name in see_all else [t * width + c for c in (0, col) for t in range(self.steps)]
+                for name, col in zip(self.parameter_names, own)]
 
 
 def _paper_settings(floors: int) -> dict:
