@@ -64,7 +64,9 @@ SMALL = {**epidemic5.SMALL, "reps": 5, "localization": LOCALIZATION,
                                        "reps": 3}),
          # the same training with per-rate networks on their own columns of S (~20 min a repetition),
          # lr 1e-3 -> 1e-5 (narrower than 1e-4 -> 1e-5 on 9-12 of 12 coordinates, session 17 scratch)
-         "views": {**_paper, "views": True, "hidden": (128, 64), "lr": (1e-3, 1e-5)}}
+         "views": (_views := {**_paper, "views": True, "hidden": (128, 64), "lr": (1e-3, 1e-5), "reps": 5}),
+         # the facility and room rates' networks see all of S (~20 min a repetition; session 19)
+         "views_wide": {**_views, "views": ("beta_facility", "beta_room")}}
 FULL = {
     "reps": 50,
     "n": {"N": 20_000, "epochs": 100, "batch": 5, "samples": 10_000, "max_steps": 20_000,
