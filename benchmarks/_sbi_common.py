@@ -101,8 +101,11 @@ class MethodResult:
 
 
 def parse_args(description: str, default_reps: int, methods: Sequence[str],
-               argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """Common command-line arguments; ``args.methods`` is the list of methods to run."""
+               argv: Sequence[str] | None = None, *, only_reps: bool = False) -> argparse.Namespace:
+    """Common command-line arguments; ``args.methods`` is the list of methods to run.
+
+    ``only_reps``: offer ``--only-reps 3,4``, which runs just those repetitions (e.g. split over
+    processes or machines; their records merge in the partial file) and renders nothing."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--reps", type=int, default=None, help=f"repetitions (default {default_reps})")
     parser.add_argument("--methods", type=str, default=",".join(methods),
@@ -111,6 +114,9 @@ def parse_args(description: str, default_reps: int, methods: Sequence[str],
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true")
     parser.add_argument("--fresh", action="store_true", help="ignore results/<name>_partial.jsonl")
+    if only_reps:
+        parser.add_argument("--only-reps", type=str, default=None,
+                            help="comma-separated repetitions to run (records only; render with --reps)")
     args = parser.parse_args(argv)
     chosen = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = [m for m in chosen if m not in methods]
@@ -121,6 +127,16 @@ def parse_args(description: str, default_reps: int, methods: Sequence[str],
         args.reps = default_reps
     if args.reps < 1:
         parser.error("--reps must be at least 1")
+    if getattr(args, "only_reps", None) is not None:
+        try:
+            args.only_reps = sorted({int(v) for v in args.only_reps.split(",") if v.strip()})
+        except ValueError:
+            parser.error(f"--only-reps takes comma-separated integers, got {args.only_reps!r}")
+        if not args.only_reps or args.only_reps[0] < 0:
+            parser.error("--only-reps needs at least one repetition, none negative")
+        if args.fresh:
+            parser.error("--only-reps cannot be combined with --fresh (it would drop the other records)")
+        args.reps = max(args.reps, args.only_reps[-1] + 1)
     torch.set_num_threads(1)
     return args
 
@@ -187,11 +203,14 @@ def run_repetitions(name: str, model: Any, methods: dict[str, Callable[[Tensor, 
                     observed_fn: Callable[[int, torch.Generator], Tensor] | None = None,
                     record_fn: Callable[..., dict] | None = None,
                     max_reps: dict[str, int] | None = None,
-                    configs: dict[str, Any] | None = None) -> list[dict]:
+                    configs: dict[str, Any] | None = None,
+                    only_reps: Sequence[int] | None = None) -> list[dict]:
     """Run every method on ``reps`` observed data sets, saving each record as it completes.
 
     ``max_reps`` caps the repetitions of expensive methods (``{method: k}``: only the first k);
-    ``configs`` (``{method: settings}``) makes reuse of a stored record require the same settings."""
+    ``configs`` (``{method: settings}``) makes reuse of a stored record require the same settings;
+    ``only_reps`` runs (and returns) those repetitions alone. Records are appended one line per
+    write, so processes running different repetitions may share the partial file."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}_partial.jsonl"
     if fresh and path.exists():
@@ -201,6 +220,8 @@ def run_repetitions(name: str, model: Any, methods: dict[str, Callable[[Tensor, 
     truth = model.to_reported(model.true_parameters).numpy()
     records = []
     for r in range(reps):
+        if only_reps is not None and r not in only_reps:
+            continue
         cap = max_reps or {}
         active = {m: fn for m, fn in methods.items() if r < cap.get(m, reps)}
         todo = [m for m in active if (m, r) not in done]

@@ -40,7 +40,11 @@ PAPER_TRAINING = "n-model-paper-training"
 # beyond the paper: the paper-training n-model with one small network per rate, each seeing the
 # facility column and its own column of S (Epidemic.score_views; scorebayes CoordinateViewScoreNet)
 VIEWS = "n-model-views"
-VARIANT_SCALES = {PAPER_TRAINING: "paper_training", VIEWS: "views"}  # variant -> its key in SMALL
+# the same with the facility and room rates' networks seeing all of S: telling facility-wide from
+# floor transmission needs how the infections spread over the floors (Epidemic.score_views(see_all=))
+VIEWS_WIDE = "n-model-views-wide"
+VARIANT_SCALES = {PAPER_TRAINING: "paper_training", VIEWS: "views",
+                  VIEWS_WIDE: "views_wide"}  # variant -> its key in SMALL
 
 
 def _paper_rows(rows: dict[str, tuple], cost: dict) -> dict:
@@ -50,8 +54,9 @@ def _paper_rows(rows: dict[str, tuple], cost: dict) -> dict:
         for j, m in enumerate(PAPER_KEYS):
             out[m][p] = (b[j], bs[j], w[j], ws[j], c[j])
     out["npe"] = out["gaussian-npe"]  # the paper's NPE row is the Gaussian NPE
-    out[PAPER_TRAINING] = out[VIEWS] = out["n-model"]  # the same method at the paper's training scale
-    out["cost"] = {**cost, PAPER_TRAINING: cost["n-model"], VIEWS: cost["n-model"]}
+    for variant in VARIANT_SCALES:  # the same method at the paper's training scale
+        out[variant] = out["n-model"]
+    out["cost"] = {**cost, **{variant: cost["n-model"] for variant in VARIANT_SCALES}}
     return out
 
 
@@ -180,7 +185,8 @@ def make_methods(model, scale: dict, chosen: list[str], *, localize: bool, seed:
 
     table = {"n-model": nmodel, "abc": abc, "bsl": bsl_fn, "npe": npe_fn, "gaussian-npe": gnpe_fn,
              PAPER_TRAINING: lambda x_obs, s_: nmodel(x_obs, s_, "paper_training"),
-             VIEWS: lambda x_obs, s_: nmodel(x_obs, s_, "views")}
+             VIEWS: lambda x_obs, s_: nmodel(x_obs, s_, "views"),
+             VIEWS_WIDE: lambda x_obs, s_: nmodel(x_obs, s_, "views_wide")}
     return {m: table[m] for m in chosen}
 
 
@@ -209,12 +215,14 @@ def figure(model, name: str, records: list[dict], fig_name: str) -> list[str]:
 
 
 def _fingerprinted(small: dict, scale: dict, variants: list[str]) -> dict[str, dict]:
-    """Settings whose change must re-run a method's stored records: the per-rate variant's
+    """Settings whose change must re-run a method's stored records: the per-rate variants'
     (fingerprinted since session 18; the other methods' records predate fingerprints)."""
-    if VIEWS not in variants:
-        return {}
-    views = {k: v for k, v in small["views"].items() if k != "reps"}
-    return {VIEWS: {**views, "localization": scale.get("localization")}}
+    out = {}
+    for variant in (VIEWS, VIEWS_WIDE):
+        if variant in variants:
+            views = {k: v for k, v in small[VARIANT_SCALES[variant]].items() if k != "reps"}
+            out[variant] = {**views, "localization": scale.get("localization")}
+    return out
 
 
 def _variant_repetitions(variant_reps: int, reps: int) -> str:
@@ -254,7 +262,8 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
          localize: bool = False, fig_name: str = "epidemic5_fig5.png", extra_notes: tuple[str, ...] = (),
          argv=None) -> None:
     variants = [m for m, key in VARIANT_SCALES.items() if key in small]
-    args = common.parse_args(f"{name} benchmark", small["reps"], [*METHODS, *variants], argv)
+    args = common.parse_args(f"{name} benchmark", small["reps"], [*METHODS, *variants], argv,
+                             only_reps=True)
     scale = full if args.full else small
     if args.full:  # the n-model already trains at the paper's scale
         args.methods = [m for m in args.methods if m not in variants]
@@ -264,7 +273,11 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
     records = common.run_repetitions(name, model, methods, reps=args.reps, seed=args.seed,
                                      fresh=args.fresh, progress=not args.quiet,
                                      max_reps={m: small[VARIANT_SCALES[m]]["reps"] for m in variants},
-                                     configs=_fingerprinted(small, scale, variants))
+                                     configs=_fingerprinted(small, scale, variants),
+                                     only_reps=args.only_reps)
+    if args.only_reps is not None:
+        print(f"saved repetitions {args.only_reps}; render with: scorebayes bench {name} --reps R")
+        return
     summary = common.summarise(records, model.reported_names, reps=args.reps)
     figures = figure(model, name, [r for r in records if r["rep"] < args.reps], fig_name)
     seconds = max(time.perf_counter() - start, sum(r["seconds"] for r in records if r["rep"] < args.reps))
@@ -289,6 +302,13 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
            + " -> ".join(f"{v:g}" for v in small["views"].get("lr", (1e-4, 1e-5))) + "; "
            + _variant_repetitions(small["views"].get("reps", 0), args.reps) + "."]
           if VIEWS in variants and not args.full else []),
+        *([f"{VIEWS_WIDE}: {VIEWS} with the networks of "
+           + " and ".join(small["views_wide"]["views"]) + " seeing all of S "
+           "(ScoreLangevin(score_views=model.score_views(see_all=...))): telling facility-wide from floor "
+           "transmission needs how the infections spread over the floors; learning rate "
+           + " -> ".join(f"{v:g}" for v in small["views_wide"].get("lr", (1e-4, 1e-5))) + "; "
+           + _variant_repetitions(small["views_wide"].get("reps", 0), args.reps) + "."]
+          if VIEWS_WIDE in variants and not args.full else []),
         *_same_repetitions(records, paper, args.reps, model.reported_names, variants),
         *extra_notes,
     ]

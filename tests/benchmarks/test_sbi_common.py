@@ -119,6 +119,39 @@ def test_changed_configuration_reruns_fingerprinted_methods(common, tmp_path):
     assert calls == {"plain": 2, "tuned": 4}
 
 
+def test_only_reps_split_runs_equal_one_run(common, tmp_path):
+    """Repetitions run in two pieces (as two processes would) give the records of one run."""
+    calls = {"m": 0}
+    method = {"m": _counting(calls, "m")}
+    first = common.run_repetitions("split", _Fake(), method, reps=4, seed=2, progress=False, only_reps=[1, 3])
+    assert [r["rep"] for r in first] == [1, 3] and calls["m"] == 2
+    second = common.run_repetitions("split", _Fake(), method, reps=4, seed=2, progress=False, only_reps=[0, 2])
+    assert [r["rep"] for r in second] == [0, 2] and calls["m"] == 4
+    merged = common.run_repetitions("split", _Fake(), method, reps=4, seed=2, progress=False)
+    assert calls["m"] == 4 and [r["rep"] for r in merged] == [0, 1, 2, 3]  # all reused
+    (tmp_path / "split_partial.jsonl").unlink()
+    whole = common.run_repetitions("split", _Fake(), method, reps=4, seed=2, progress=False)
+    timeless = lambda recs: [{k: v for k, v in r.items() if k != "seconds"} for r in recs]  # noqa: E731
+    assert timeless(whole) == timeless(merged)
+
+
+@pytest.mark.parametrize("argv, message", [(["--only-reps", "1,x"], "comma-separated integers"),
+                                           (["--only-reps", "-1"], "none negative"),
+                                           (["--only-reps", "1", "--fresh"], "cannot be combined")])
+def test_only_reps_rejects_bad_input(common, argv, message, capsys):
+    with pytest.raises(SystemExit):
+        common.parse_args("t", 3, ["m"], argv, only_reps=True)
+    assert message in capsys.readouterr().err
+
+
+def test_only_reps_extends_reps_and_is_offered_only_when_asked(common):
+    args = common.parse_args("t", 3, ["m"], ["--only-reps", "4,2"], only_reps=True)
+    assert args.only_reps == [2, 4] and args.reps == 5
+    assert common.parse_args("t", 3, ["m"], [], only_reps=True).only_reps is None
+    with pytest.raises(SystemExit):
+        common.parse_args("t", 3, ["m"], ["--only-reps", "1"])
+
+
 def test_pruned_abc_equals_full_abc(common):
     from scorebayes.baselines import wasserstein1
     from scorebayes.parallel import make_generator
