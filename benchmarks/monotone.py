@@ -104,7 +104,8 @@ FULL = {
 #: "single-model-paper-scale": the paper's single-model tables, training and localization
 #: (FULL["single"], FULL["localization"]: N = 2e6, N_R x m_R = 1e5 x 1e3) on the first ``reps``
 #: repetitions, sampled as the small scale. Hours on one core, so its tables and per-epoch
-#: checkpoints live in a run store (runs/bench/) and a killed run resumes across sessions.
+#: checkpoints live in a run store (runs/bench/, git-ignored): a killed run resumes on the same
+#: machine, but a new machine (every new session here) starts it over.
 PAPER_SCALE = {"reps": 1}
 
 SINGLE_OPTIONS = {"proposal_inflation": 2.0, "tempering": True, "step_size_factor": 0.1,
@@ -605,9 +606,11 @@ NOTES = [
     "single-model tables and schedule (N = 2e6, N_R x m_R = 1e5 x 1e3, 100 + 50 epochs, mean net 300 + 100; "
     "localization 100 x 500) on repetition 0, in a run store (runs/bench/) that checkpoints every epoch. "
     "Session 17 ran the localization, both tables and at least 66 of the 100 warm-start epochs (40-70 s an "
-    "epoch next to other jobs; validation loss -266.6 after one epoch, -292.9 after 50, still falling); "
-    "`scorebayes bench monotone --reps 3 --parts table` resumes it. Until it finishes, Table 2 has no "
-    "paper-scale row.",
+    "epoch next to other jobs; validation loss -266.6 after one epoch, -292.9 after 50, still falling). "
+    "That run store (runs/bench/, git-ignored) did not survive: session 19 started on a new machine "
+    "without it, so the run starts over (`scorebayes bench monotone --reps 3 --parts table`), and at "
+    "2-3 hours of one core it does not fit one 3-hour session next to other work. Until it finishes, "
+    "Table 2 has no paper-scale row.",
     "STATUS (session 9): every method at the small scale on the first 3 repetitions. The score models "
     "(single-model N = 20,000 and N_R = 300 x 1,000; n-model N = 200; n-model-5x N = 1,000) are 100-1,000x "
     "below the paper's tables and miss Table 2 (see the scaling notes below); the baselines are at "
