@@ -276,7 +276,11 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
                                      configs=_fingerprinted(small, scale, variants),
                                      only_reps=args.only_reps)
     if args.only_reps is not None:
-        print(f"saved repetitions {args.only_reps}; render with: scorebayes bench {name} --reps R")
+        if not records:  # every chosen method is capped below these repetitions
+            caps = {m: small[VARIANT_SCALES[m]]["reps"] for m in args.methods if m in variants}
+            print(f"nothing ran: repetitions {args.only_reps} are beyond the methods' caps {caps}")
+        else:
+            print(f"saved repetitions {args.only_reps}; render with: scorebayes bench {name} --reps R")
         return
     summary = common.summarise(records, model.reported_names, reps=args.reps)
     figures = figure(model, name, [r for r in records if r["rep"] < args.reps], fig_name)
