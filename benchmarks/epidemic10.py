@@ -64,7 +64,8 @@ SMALL = {**epidemic5.SMALL, "reps": 5, "localization": LOCALIZATION,
                                        "reps": 3}),
          # the same training with per-rate networks on their own columns of S (~20 min a repetition),
          # lr 1e-3 -> 1e-5 (narrower than 1e-4 -> 1e-5 on 9-12 of 12 coordinates, session 17 scratch)
-         "views": (_views := {**_paper, "views": True, "hidden": (128, 64), "lr": (1e-3, 1e-5), "reps": 5}),
+         "views": (_views := {**_paper, "views": True, "hidden": (128, 64), "lr": (1e-3, 1e-5),
+                              "reps": 5}),
          # the facility and room rates' networks see all of S (~20 min a repetition; session 19)
          "views_wide": {**_views, "views": ("beta_facility", "beta_room")}}
 FULL = {
@@ -111,7 +112,8 @@ NOTES = (
     "ridge the learned posterior sits moves with the seed by several of its own widths, and floors 5-10 stay "
     "1.2-2.1x wide on this data set whatever the seed. Not tried: averaging the scores of nets trained "
     "with several seeds on the one table (compute, not simulations), which attacks exactly that spread.",
-    "PER-RATE NETWORKS FIX FLOOR 1 ON THE FIRST 3 REPETITIONS (sessions 17-18; 5 repetitions: above; n-model-views: ScoreLangevin(score_views="
+    "PER-RATE NETWORKS FIX FLOOR 1 ON THE FIRST 3 REPETITIONS (sessions 17-18; 5 repetitions: "
+    "above; n-model-views: ScoreLangevin(score_views="
     "model.score_views()), scorebayes.scores.networks.CoordinateViewScoreNet). Implicit score matching is "
     "a sum over coordinates, so each rate may have its own network: here a 128-64 ELU net per rate that "
     "sees all 12 log-rates and only two columns of S (the facility column and the rate's own: floor j's "

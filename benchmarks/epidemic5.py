@@ -41,7 +41,7 @@ PAPER_TRAINING = "n-model-paper-training"
 # facility column and its own column of S (Epidemic.score_views; scorebayes CoordinateViewScoreNet)
 VIEWS = "n-model-views"
 # the same with the facility and room rates' networks seeing all of S: telling facility-wide from
-# floor transmission needs how the infections spread over the floors (Epidemic.score_views(see_all=))
+# floor transmission needs the infections' spread over the floors (Epidemic.score_views(see_all=))
 VIEWS_WIDE = "n-model-views-wide"
 VARIANT_SCALES = {PAPER_TRAINING: "paper_training", VIEWS: "views",
                   VIEWS_WIDE: "views_wide"}  # variant -> its key in SMALL
@@ -225,6 +225,12 @@ def _fingerprinted(small: dict, scale: dict, variants: list[str]) -> dict[str, d
     return out
 
 
+def _views_settings(views: dict, reps: int) -> str:
+    """A per-rate variant's learning rate and repetitions, for its note line."""
+    lr = " -> ".join(f"{v:g}" for v in views.get("lr", (1e-4, 1e-5)))
+    return f"learning rate {lr}; " + _variant_repetitions(views.get("reps", 0), reps) + "."
+
+
 def _variant_repetitions(variant_reps: int, reps: int) -> str:
     """Which repetitions the paper-training variant ran on (its ``reps`` caps the benchmark's)."""
     if variant_reps >= reps:
@@ -270,15 +276,15 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
     model = get_model(name)
     methods = make_methods(model, scale, args.methods, localize=localize, seed=args.seed)
     start = time.perf_counter()
+    caps = {m: small[VARIANT_SCALES[m]]["reps"] for m in variants}
     records = common.run_repetitions(name, model, methods, reps=args.reps, seed=args.seed,
-                                     fresh=args.fresh, progress=not args.quiet,
-                                     max_reps={m: small[VARIANT_SCALES[m]]["reps"] for m in variants},
+                                     fresh=args.fresh, progress=not args.quiet, max_reps=caps,
                                      configs=_fingerprinted(small, scale, variants),
                                      only_reps=args.only_reps)
     if args.only_reps is not None:
         if not records:  # every chosen method is capped below these repetitions
-            caps = {m: small[VARIANT_SCALES[m]]["reps"] for m in args.methods if m in variants}
-            print(f"nothing ran: repetitions {args.only_reps} are beyond the methods' caps {caps}")
+            chosen_caps = {m: k for m, k in caps.items() if m in args.methods}
+            print(f"nothing ran: repetitions {args.only_reps} are beyond the methods' caps {chosen_caps}")
         else:
             print(f"saved repetitions {args.only_reps}; render with: scorebayes bench {name} --reps R")
         return
@@ -302,16 +308,14 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
         *([f"{VIEWS}: {PAPER_TRAINING} with one network per rate ({small['views']['hidden']} hidden ELU units "
            "each) that sees all rates and only the facility column and the rate's own column of S (floor j's "
            "prevalence; the room column for the room rate and the facility rate): "
-           "ScoreLangevin(score_views=model.score_views()), beyond the paper; learning rate "
-           + " -> ".join(f"{v:g}" for v in small["views"].get("lr", (1e-4, 1e-5))) + "; "
-           + _variant_repetitions(small["views"].get("reps", 0), args.reps) + "."]
+           "ScoreLangevin(score_views=model.score_views()), beyond the paper; "
+           + _views_settings(small["views"], args.reps)]
           if VIEWS in variants and not args.full else []),
         *([f"{VIEWS_WIDE}: {VIEWS} with the networks of "
            + " and ".join(small["views_wide"]["views"]) + " seeing all of S "
            "(ScoreLangevin(score_views=model.score_views(see_all=...))): telling facility-wide from floor "
-           "transmission needs how the infections spread over the floors; learning rate "
-           + " -> ".join(f"{v:g}" for v in small["views_wide"].get("lr", (1e-4, 1e-5))) + "; "
-           + _variant_repetitions(small["views_wide"].get("reps", 0), args.reps) + "."]
+           "transmission needs how the infections spread over the floors; "
+           + _views_settings(small["views_wide"], args.reps)]
           if VIEWS_WIDE in variants and not args.full else []),
         *_same_repetitions(records, paper, args.reps, model.reported_names, variants),
         *extra_notes,

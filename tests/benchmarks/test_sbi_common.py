@@ -123,14 +123,16 @@ def test_only_reps_split_runs_equal_one_run(common, tmp_path):
     """Repetitions run in two pieces (as two processes would) give the records of one run."""
     calls = {"m": 0}
     method = {"m": _counting(calls, "m")}
-    first = common.run_repetitions("split", _Fake(), method, reps=4, seed=2, progress=False, only_reps=[1, 3])
+    run = lambda **kw: common.run_repetitions("split", _Fake(), method, reps=4, seed=2,  # noqa: E731
+                                              progress=False, **kw)
+    first = run(only_reps=[1, 3])
     assert [r["rep"] for r in first] == [1, 3] and calls["m"] == 2
-    second = common.run_repetitions("split", _Fake(), method, reps=4, seed=2, progress=False, only_reps=[0, 2])
+    second = run(only_reps=[0, 2])
     assert [r["rep"] for r in second] == [0, 2] and calls["m"] == 4
-    merged = common.run_repetitions("split", _Fake(), method, reps=4, seed=2, progress=False)
+    merged = run()
     assert calls["m"] == 4 and [r["rep"] for r in merged] == [0, 1, 2, 3]  # all reused
     (tmp_path / "split_partial.jsonl").unlink()
-    whole = common.run_repetitions("split", _Fake(), method, reps=4, seed=2, progress=False)
+    whole = run()
     timeless = lambda recs: [{k: v for k, v in r.items() if k != "seconds"} for r in recs]  # noqa: E731
     assert timeless(whole) == timeless(merged)
 
