@@ -79,7 +79,8 @@ SMALL = {
     "n_paper_table_long": {**_n_paper_table, "epochs": 600},
     # the paper's training itself (5,000 epochs at batch 500, lr 1e-3 constant, "or until convergence":
     # here 200 epochs without a better validation loss); hours on one core, so its tables and
-    # per-epoch checkpoints live in a run store (runs/bench/) and a killed run resumes across sessions
+    # per-epoch checkpoints live in a run store (runs/bench/): a killed run resumes on this machine,
+    # and on another from its copy in benchmarks/carried/ (`--carry`, committed)
     "n_paper_training": {**_n_paper_table, "epochs": 5_000, "batch": 500, "lr": (1e-3, 1e-3), "patience": 200,
                          "store": True},
 }
@@ -258,7 +259,7 @@ def paper_table_lines(records: list[dict], scale: dict, reps: int) -> list[str]:
 
 
 def main(argv=None) -> None:
-    args = common.parse_args(__doc__.splitlines()[0], SMALL["reps"], METHODS, argv)
+    args = common.parse_args(__doc__.splitlines()[0], SMALL["reps"], METHODS, argv, carry=NAME)
     scale = FULL if args.full else SMALL
     model = get_model(NAME)
     methods = keep_first(NAME, make_methods(model, scale, args.methods), args.seed)

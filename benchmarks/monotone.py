@@ -105,7 +105,8 @@ FULL = {
 #: (FULL["single"], FULL["localization"]: N = 2e6, N_R x m_R = 1e5 x 1e3) on the first ``reps``
 #: repetitions, sampled as the small scale. Hours on one core, so its tables and per-epoch
 #: checkpoints live in a run store (runs/bench/, git-ignored): a killed run resumes on the same
-#: machine, but a new machine (every new session here) starts it over.
+#: machine; ``--carry`` copies the store without its tables to benchmarks/carried/ (commit it),
+#: from which a new machine redraws the same tables and resumes training.
 PAPER_SCALE = {"reps": 1}
 
 SINGLE_OPTIONS = {"proposal_inflation": 2.0, "tempering": True, "step_size_factor": 0.1,
@@ -669,7 +670,7 @@ def main(argv=None) -> None:
     extra = argparse.ArgumentParser(add_help=False)
     extra.add_argument("--parts", default="table,fig1", help="comma-separated subset of " + ",".join(PARTS))
     known, rest = extra.parse_known_args(argv)
-    args = parse_args(__doc__.splitlines()[0], 3, METHODS, rest)
+    args = parse_args(__doc__.splitlines()[0], 3, METHODS, rest, carry=NAME)
     parts = [p.strip() for p in known.parts.split(",") if p.strip()]
     if any(p not in PARTS for p in parts):
         raise SystemExit(f"--parts must be a subset of {PARTS}, got {parts}")

@@ -6,9 +6,11 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
+import torch
 
 from scorebayes.cli import main
 
@@ -124,3 +126,42 @@ def test_changed_config_is_refused_unless_fresh(tmp_path, reference, capsys):
     assert "--fresh" in capsys.readouterr().err
     assert main(["run", str(cfg), "--out", str(out), "--quiet", "--seed", "4", "--fresh"]) == 0
     assert json.loads((out / "summary.json").read_text())["seed"] == 4
+
+
+def test_copy_without_tables_resumes_on_redrawn_tables_bit_identical(tmp_path, reference):
+    """A run killed mid-training, copied without its tables' rows (as when moved to another
+    machine), redraws the same tables and finishes with the reference's samples."""
+    from scorebayes.store import StoreError, copy_without_tables
+
+    cfg = _write(tmp_path, epochs=12)
+    out = tmp_path / "out"
+    killed = _kill_when(cfg, out, out / "checkpoints" / "train" / "phase000.pt")
+    assert killed and not (out / "samples.csv").exists()
+    moved = copy_without_tables(out, tmp_path / "moved")
+    assert (moved / "checkpoints" / "train" / "phase000.pt").is_file()
+    assert not list((moved / "arrays").rglob("table_*/*.npy"))
+    assert [p.name for p in (moved / "json" / "table_S").iterdir()] == ["recipe.json"]
+    assert main(["run", str(cfg), "--out", str(moved), "--quiet"]) == 0
+    summary = json.loads((moved / "summary.json").read_text())
+    assert summary["resumed_simulations"] == 0  # every table row was drawn again
+    assert (moved / "samples.csv").read_bytes() == (reference / "samples.csv").read_bytes()
+    # the copied checkpoint is what training continues from: perturbed, the samples change
+    tampered = copy_without_tables(out, tmp_path / "tampered")
+    phase = tampered / "checkpoints" / "train" / "phase000.pt"
+    state = torch.load(phase, weights_only=True)
+    for weights in (state["net"], state["best_state"]):
+        for value in weights.values():
+            value.add_(0.5)
+    torch.save(state, phase)
+    with warnings.catch_warnings():  # the perturbed net's draws may reach the table's edge
+        warnings.simplefilter("ignore", UserWarning)
+        assert main(["run", str(cfg), "--out", str(tampered), "--quiet"]) == 0
+    assert (tampered / "samples.csv").read_bytes() != (reference / "samples.csv").read_bytes()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "manifest.json").write_text('{"fingerprint": "another"}')
+    with pytest.raises(StoreError, match="another run"):
+        copy_without_tables(out, other)
+    assert sorted(p.name for p in other.iterdir()) == ["manifest.json"]
+    with pytest.raises(StoreError, match="not a run directory"):
+        copy_without_tables(tmp_path / "nothing", tmp_path / "x")

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["RunStore", "StoreError", "config_fingerprint", "atomic_write"]
+__all__ = ["RunStore", "StoreError", "config_fingerprint", "atomic_write", "copy_without_tables"]
 
 _FOLDERS = ("arrays", "json", "checkpoints", "stages", "tables")
 
@@ -187,3 +187,42 @@ class RunStore:
 
     def __repr__(self) -> str:
         return f"RunStore({str(self.path)!r})"
+
+
+def copy_without_tables(src: str | Path, dest: str | Path) -> Path:
+    """Copy the run directory ``src`` to ``dest`` without its tables' rows; returns ``dest``.
+
+    Checkpoints, stage markers, samples and metadata are copied; the tables' blocks
+    (``arrays/table_*`` and their block markers ``json/table_*/NNNNNN.json``) are not, so the
+    copy is small enough to commit or move to another machine. A run resumed from the copy
+    redraws the tables: each block is seeded by the run seed and its index, so the rows are the
+    same and the training checkpoints continue on the same data (tests/test_resume.py).
+
+    Safe while the run is still writing: stage markers are copied before the outputs they vouch
+    for (which :meth:`RunStore.mark_done` writes first), and every file is complete or absent
+    (:func:`atomic_write`).
+
+    Raises:
+        StoreError: ``src`` is not a run directory, or ``dest`` holds another run.
+    """
+    src, dest = Path(src), Path(dest)
+    manifest = src / "manifest.json"
+    if not manifest.is_file():
+        raise StoreError(f"{src} is not a run directory (no manifest.json)")
+    if (dest / "manifest.json").is_file() and \
+            (dest / "manifest.json").read_bytes() != manifest.read_bytes():
+        raise StoreError(f"{dest} holds another run; choose an empty folder")
+
+    def is_table_row(rel: Path) -> bool:
+        if len(rel.parts) < 3 or not rel.parts[1].startswith("table_"):
+            return False
+        return rel.parts[0] == "arrays" or rel.stem.isdigit()
+
+    for folder in ("stages", "json", "checkpoints", "arrays"):
+        for path in sorted((src / folder).rglob("*")):
+            rel = path.relative_to(src)
+            if path.is_file() and not path.name.startswith(".") and not is_table_row(rel):
+                data = path.read_bytes()
+                atomic_write(dest / rel, lambda fh, data=data: fh.write(data))
+    atomic_write(dest / "manifest.json", lambda fh: fh.write(manifest.read_bytes()))
+    return dest
