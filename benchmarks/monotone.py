@@ -603,14 +603,17 @@ def write_outputs(args, cfg_name: str, table: dict, gibbs: dict | None, fig8: li
 
 
 NOTES = [
-    "PAPER-SCALE SINGLE-MODEL, IN PROGRESS (session 17): 'single-model-paper-scale' trains the paper's "
-    "single-model tables and schedule (N = 2e6, N_R x m_R = 1e5 x 1e3, 100 + 50 epochs, mean net 300 + 100; "
-    "localization 100 x 500) on repetition 0, in a run store (runs/bench/) that checkpoints every epoch. "
-    "Session 17 ran the localization, both tables and at least 66 of the 100 warm-start epochs (40-70 s an "
-    "epoch next to other jobs; validation loss -266.6 after one epoch, -292.9 after 50, still falling). "
-    "That run store (runs/bench/, git-ignored) did not survive: session 19 started on a new machine "
-    "without it, so the run starts over (`scorebayes bench monotone --reps 3 --parts table`), and at "
-    "2-3 hours of one core it does not fit one 3-hour session next to other work. Until it finishes, "
+    "PAPER-SCALE SINGLE-MODEL, IN PROGRESS (sessions 17 and 20): 'single-model-paper-scale' trains"
+    " the paper's single-model tables and schedule (N = 2e6, N_R x m_R = 1e5 x 1e3, 100 + 50 "
+    "epochs, mean net 300 + 100; localization 100 x 500) on repetition 0, in a run store "
+    "(runs/bench/) that checkpoints every epoch. Session 17's store was lost with its machine. "
+    "Session 20 restarted it (`scorebayes bench monotone --methods single-model-paper-scale --reps"
+    " 1 --parts table`): localization in 10 min, both tables in 1.5 min, then all 100 warm-start "
+    "epochs (about 70 s an epoch next to another job; validation loss -291.2 after 25 epochs, "
+    "-293.1 after 100) (no epoch of the 50 curvature-penalty epochs had completed when carried), "
+    "and carried the store without its tables to benchmarks/carried/ (`--carry`, 0.2 MB): the same"
+    " command on the next machine redraws the same tables and resumes at the next epoch; the "
+    "penalty epochs, the mean nets (300 + 100 epochs) and the sampling remain. Until it finishes, "
     "Table 2 has no paper-scale row.",
     "STATUS (session 9): every method at the small scale on the first 3 repetitions. The score models "
     "(single-model N = 20,000 and N_R = 300 x 1,000; n-model N = 200; n-model-5x N = 1,000) are 100-1,000x "
