@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -172,7 +173,6 @@ def test_carry_copies_stores_without_tables_and_a_new_machine_starts_from_them(
     carried = common.CARRIED / "toy-m-7"
     assert not (carried / "arrays").exists() and not (carried / "json/table_S/000000.json").exists()
     # a new machine: runs/ is empty, the carried copy is where the run continues from
-    import shutil
     shutil.rmtree(common.STORES)
     again = common.method_store("toy", "m", 7, {"N": 10})
     assert again.load_checkpoint("train/phase000") == {"epoch": 3} and again.is_done("localization")
