@@ -539,7 +539,8 @@ class ScoreLangevin:
                     joint, u_s.float(), x_s, self.proposal_.grad_log_prob_unconstrained(u_s).float(),
                     schedule=TrainingSchedule(epochs=self.schedule.penalty_epochs, penalty_epochs=0,
                                               batch_size=self.schedule.batch_size, lr=self.schedule.lr,
-                                              chunk_observations=self.schedule.chunk_observations),
+                                              chunk_observations=self.schedule.chunk_observations,
+                                              penalty_groups=self.schedule.penalty_groups),
                     penalties=(self.fit_report_.penalty,) if self.fit_report_.penalty else (0.0,),
                     curvature_theta=u_r.float(), curvature_x=x_r, generator=gen,
                     progress=self.progress, desc="joint s-h")

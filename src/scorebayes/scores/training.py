@@ -55,6 +55,13 @@ class TrainingSchedule:
             gradient with far less memory traffic (the M/G/1 n-model's paper batch, 500 rows x
             500 observations, trains 3-4x faster per row on a CPU; ``benchmarks/minibatch_chunks.py``).
             ``None``: the whole minibatch at once (for GPUs).
+        penalty_groups: groups of a separate curvature table :math:`\mathcal D^R` per step of
+            a penalty phase, drawn at random (with replacement) from its training part. ``None``:
+            every group once per epoch, spread over the epoch's steps. Set it when
+            :math:`\mathcal D^R` is large: a step then costs about ``penalty_groups x m_R`` rows'
+            Jacobians on top of the ``batch_size`` rows of score matching (the monotone
+            regression's paper table, :math:`10^5 \times 10^3`, takes about an hour per epoch on
+            one CPU core with ``None``, minutes with 1).
     """
 
     epochs: int = 300
@@ -64,11 +71,17 @@ class TrainingSchedule:
     patience: int = 40
     validation_fraction: float = 0.5
     chunk_observations: int | None = 8_192
+    penalty_groups: int | None = None
 
     def __post_init__(self):
         if self.chunk_observations is not None and self.chunk_observations < 1:
             raise ValueError(f"chunk_observations must be a positive integer or None, got "
                              f"{self.chunk_observations}")
+        if self.penalty_groups is not None and (isinstance(self.penalty_groups, bool)
+                                                or int(self.penalty_groups) != self.penalty_groups
+                                                or self.penalty_groups < 1):
+            raise ValueError(f"penalty_groups must be a positive integer or None, got "
+                             f"{self.penalty_groups!r}")
 
 
 @dataclass
@@ -294,8 +307,11 @@ def fit_score_network(
                 loss = loss + penalty[0] * curvature_penalty(per_obs, jac).sum()
             yield loss / len(idx)
         if penalty[0] > 0 and not same_table:
-            start = (step * groups_per_step) % max(1, len(ctr))
-            gidx = ctr[start : start + groups_per_step]
+            if schedule.penalty_groups is None:  # every group once per epoch
+                start = (step * groups_per_step) % max(1, len(ctr))
+                gidx = ctr[start : start + groups_per_step]
+            else:  # a fixed number of random groups per step (the generator is checkpointed)
+                gidx = ctr[torch.randint(len(ctr), (schedule.penalty_groups,), generator=generator)]
             ev = evaluate_score(net, curvature_theta[gidx], curvature_x[gidx])
             yield penalty[0] * curvature_penalty(ev.per_observation, ev.jacobian).mean()
 
