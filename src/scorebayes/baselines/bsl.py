@@ -14,12 +14,12 @@ inside a random-walk Metropolis-Hastings chain on the unconstrained parameter
 the estimate at the current state is kept until the next acceptance.
 
 Proposal (METHODS.md V.A21): :math:`u' = u + \sigma L z`, :math:`z \sim \mathcal N(0, I)`.
-:math:`LL^\top` is the diagonal of the localized proposal :math:`q` when given, otherwise it
-is re-estimated from the chains (pooled within-chain covariance, rescaled to the current
-proposal's volume) at the end of doubling windows of the burn-in, which doubles as the
-pilot run. The scale :math:`\sigma` starts at :math:`2.38/\sqrt d` (times 0.1 without
-:math:`q`, the initial shape being the prior's spread) and is adapted during burn-in by
-Robbins-Monro,
+:math:`LL^\top` is the diagonal of the localized proposal :math:`q` when given (kept, unless
+``adapt_covariance=True``), otherwise it is re-estimated from the chains (pooled
+within-chain covariance, rescaled to the current proposal's volume) at the end of doubling
+windows of the burn-in, which doubles as the pilot run. The scale :math:`\sigma` starts at
+:math:`2.38/\sqrt d` (times 0.1 without :math:`q`, the initial shape being the prior's
+spread) and is adapted during burn-in by Robbins-Monro,
 :math:`\log\sigma \mathrel{+}= t^{-0.6}(\bar a_t - a^*)`, towards the acceptance rate
 :math:`a^* = 0.25`; everything is frozen after burn-in. Chains start at the mean of
 :math:`q`, or at prior draws without localization.
@@ -145,6 +145,7 @@ def bsl(
     init: Tensor | None = None,
     target_acceptance: float = 0.25,
     adapt: bool = True,
+    adapt_covariance: bool | None = None,
     names: Sequence[str] | None = None,
     generator: torch.Generator | None = None,
     progress: bool = False,
@@ -172,6 +173,10 @@ def bsl(
         init: optional initial ``theta [d]`` or ``[C, d]`` (overrides ``sampler``).
         target_acceptance: acceptance rate targeted during burn-in.
         adapt: adapt scale (and, without ``q``, covariance) during burn-in.
+        adapt_covariance: re-estimate the random walk's covariance from the chains during
+            burn-in. ``None``: only without ``q``. ``True`` with ``q``: its diagonal is then
+            only the starting shape, which a strongly correlated posterior needs (the monotone
+            regression's Bernstein coefficients: a diagonal walk barely moves there).
         names: ``d`` parameter names.
         generator: all randomness (proposals, simulations, initial draws).
         progress: tqdm bar over iterations.
@@ -266,11 +271,13 @@ def bsl(
         ll = gaussian_synthetic_loglik(s_obs, s.reshape(num_chains, num_sims, k))
         return torch.where(ok, ll, torch.full_like(ll, -math.inf))
 
+    adapt_cov = (not localized) if adapt_covariance is None else bool(adapt_covariance)
     chain = torch.empty(num_chains, num_steps, d, dtype=torch.float64)
     accepted = torch.zeros(num_chains, num_steps, dtype=torch.bool)
     window_start, window_end = 1, min(burn_in, 50)
     recipe = {"num_chains": num_chains, "num_steps": num_steps, "burn_in": burn_in,
               "num_sims": num_sims, "adapt": bool(adapt), "target": float(target_acceptance),
+              "adapt_covariance": adapt_cov,
               "on_error": on_simulator_error, "retries": retries, "s_obs": s_obs.tolist()}
     saved = _resume(store, recipe)
     if saved is None:
@@ -302,7 +309,7 @@ def bsl(
         accepted[:, t] = accept
         if adapt and t < burn_in:
             log_scale += (t ** -0.6) * (accept.double().mean().item() - target_acceptance)
-            if not localized and t == window_end:
+            if adapt_cov and t == window_end:
                 new = _window_covariance(space.to_unconstrained(chain[:, window_start:t + 1]),
                                          accepted[:, window_start:t + 1])
                 if new is not None:  # new shape, same volume: the tuned scale stays valid
