@@ -671,15 +671,16 @@ NOTES = [
     "interval of a truncated posterior cannot contain). The untruncated normal's band is 0.041 wide. A "
     "correct posterior therefore cannot meet the coverage target; KS/W1 to the Gibbs posterior measure "
     "accuracy.",
-    "WHAT THE PAPER'S TRUE-POSTERIOR ROW MATCHES (session 21, scratch /work/scratch/s26/noise_hyp.py, "
-    "width_hyp.py, cov_hyp.py; Gibbs, 5,000 draws, 2-6 data sets each). (1) Data made with the older "
-    "version's printed noise, eps ~ U(0, 0.1^2), and the sigma = 0.1 posterior: band width 0.0178, "
-    "coverage 0.63-0.65, the same as Gaussian noise (0.0181, 0.50-0.72); so that misprint is not the "
-    "paper's setting. (2) A sigma = 0.2 posterior (data sd 0.1 or 0.2) has band width 0.0343-0.0349: "
-    "the paper's 0.035. (3) Its coverage stays 0.46-0.73, against tanh(4x+2) and against the "
-    "pseudo-true Bernstein function alike. So the paper's truth band is as wide as a posterior with "
-    "twice our noise SD, and its coverage 0.965 is reached by none of these readings; we keep sigma = "
-    "0.1, as printed in both versions' appendices.",
+    "WHAT THE PAPER'S TRUE-POSTERIOR ROW MATCHES (session 21, scratch "
+    "/work/scratch/s26/noise_hyp.py, width_hyp.py, cov_hyp.py; Gibbs, 5,000 draws, 2-6 data sets "
+    "each). (1) Data made with the older version's printed noise, eps ~ U(0, 0.1^2), and the sigma"
+    " = 0.1 posterior: band width 0.0178, coverage 0.63-0.65, the same as Gaussian noise (0.0181, "
+    "0.50-0.72); so that misprint is not the paper's setting. (2) A sigma = 0.2 posterior (data sd"
+    " 0.1 or 0.2) has band width 0.0343-0.0349: the paper's 0.035. (3) Its coverage stays "
+    "0.46-0.73, against tanh(4x+2) and against the pseudo-true Bernstein function alike. So the "
+    "paper's truth band is as wide as a posterior with twice our noise SD, and its coverage 0.965 "
+    "is reached by none of these readings; we keep sigma = 0.1, as printed in both versions' "
+    "appendices.",
     "Sampler diagnosis (true score, 200 chains): plain ULA in u with tau = 0.1/lambda_max reaches only KS "
     "0.17-0.18, W1 0.0030-0.0035 against Gibbs after 2,000-20,000 steps: in u the posterior curvature "
     "spans 0.58 to 5.8e5 (theta0's scaled logit has posterior sd 0.004, the increments' logits ~1.2), so "
@@ -713,7 +714,8 @@ def main(argv=None) -> None:
         records = run_repetitions(NAME, model, methods, reps=args.reps, seed=args.seed, fresh=args.fresh,
                                   progress=progress, record_fn=table2_record(model, refs),
                                   max_reps={"single-model-paper-scale": PAPER_SCALE["reps"]},
-                                  configs={"bsl-paper-scale": {**FULL["bsl"], "adapt_covariance": True}})
+                                  configs={"bsl-paper-scale": {**FULL["bsl"],
+                                                               "adapt_covariance": True}})
         table = summarise_table2(records, args.reps)
         gibbs = gibbs_row(model, refs, x0)
         figure4(model, records, gibbs, RESULTS / "monotone_fig4.png")

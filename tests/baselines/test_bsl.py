@@ -214,7 +214,8 @@ def test_bsl_covariance_adaptation_with_a_diagonal_q():
                                                        dtype=F64)
 
     prior = independent([normal(0, prior_sd), normal(0, prior_sd)])
-    x_obs = simulator(torch.tensor([[1.0, -0.5]], dtype=F64), n, torch.Generator().manual_seed(5))[0]
+    truth = torch.tensor([[1.0, -0.5]], dtype=F64)
+    x_obs = simulator(truth, n, torch.Generator().manual_seed(5))[0]
     precision = n * A.T @ A + torch.eye(2, dtype=F64) / prior_sd**2
     cov = torch.linalg.inv(precision)
     mean = cov @ (n * A.T @ x_obs.mean(0))
