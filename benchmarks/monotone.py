@@ -764,10 +764,13 @@ def main(argv=None) -> None:
                                      done=fig8_done.get(r), save=save))
         figure8(fig8, RESULTS / "monotone_fig8.png")
         figures.append("monotone_fig8.png")
-    if not table and (RESULTS / f"{NAME}.json").exists():  # keep an earlier Table 2
+    if (RESULTS / f"{NAME}.json").exists():  # keep the earlier results of the parts not run
         old = json.loads((RESULTS / f"{NAME}.json").read_text())
-        table, gibbs = old.get("methods", {}), old.get("gibbs")
+        if not table:
+            table, gibbs = old.get("methods", {}), old.get("gibbs")
         fig8 = fig8 or old.get("fig8")
+        figures += [f"monotone_{part}.png" for part in ("fig1", "fig8")
+                    if part not in parts and (RESULTS / f"monotone_{part}.png").exists()]
     write_outputs(args, cfg_name, table, gibbs, fig8, time.perf_counter() - start, figures, NOTES)
     print(f"wrote {RESULTS / (NAME + '.json')}")
 
