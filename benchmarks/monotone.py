@@ -637,8 +637,11 @@ NOTES = [
     " tables bring the posterior 60x closer in W1, but Table 2's single-model target (KS <= 0.11, "
     "W1 <= 0.0025) is NOT MET. The sampler had not converged: the chains' relaxation time was "
     "estimated at 21,278 steps against the 4,000 run, and the starts explain 85% of the spread of "
-    "theta1's last draws (start-memory warning). Next: re-sample the stored nets with longer "
-    "chains (no retraining needed; scratch /work/scratch/s26/resample.py).",
+    "theta1's last draws (start-memory warning). Re-sampled from the stored nets with 20,000 steps"
+    " (scratch /work/scratch/s26/resample.py, 21 min): KS 0.37, W1 0.0068, coverage 0.60, width "
+    "0.0225, none at the edge; still short of the target, and 20,000 steps are still under the "
+    "relaxation time, so longer chains (or the paper's 1,000 chains) come next before blaming the "
+    "score.",
     "STATUS (session 9): every method at the small scale on the first 3 repetitions. The score models "
     "(single-model N = 20,000 and N_R = 300 x 1,000; n-model N = 200; n-model-5x N = 1,000) are 100-1,000x "
     "below the paper's tables and miss Table 2 (see the scaling notes below); the baselines are at "
