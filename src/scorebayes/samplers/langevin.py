@@ -35,8 +35,9 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-__all__ = ["LangevinInfo", "StepSize", "curvature_step_size", "dense_preconditioner",
-           "reflect_into_box", "run_langevin", "ChainsDivergedError"]
+__all__ = ["LangevinInfo", "StepSize", "adaptation_windows", "covariance_preconditioner",
+           "curvature_step_size", "dense_preconditioner", "reflect_into_box", "run_langevin",
+           "ChainsDivergedError"]
 
 ScoreFn = Callable[[Tensor], Tensor]
 
@@ -123,6 +124,51 @@ def dense_preconditioner(drift: ScoreFn, points: Tensor, *, floor: float = 1e-8)
     eig, vec = torch.linalg.eigh(torch.stack(hessians).mean(0))
     eig = eig.clamp_min(max(float(eig.max()), 1e-300) * floor)
     return points.double().mean(0), vec * eig.rsqrt()
+
+
+def covariance_preconditioner(points: Tensor, *, shrinkage: float = 5.0) -> tuple[Tensor, Tensor]:
+    r"""A linear change of variables that whitens a cloud of chain states.
+
+    .. math:: \hat\Sigma_\gamma = \frac{N\hat\Sigma + \gamma\,\operatorname{diag}\hat\Sigma}{N+\gamma},
+              \qquad u = c + Lv,\quad LL^\top = \hat\Sigma_\gamma,
+
+    with :math:`c` and :math:`\hat\Sigma` the mean and covariance of the ``N`` points and
+    :math:`\gamma` = ``shrinkage`` pulling the correlations towards zero for small ``N`` (as in
+    Stan's windowed adaptation, but towards the diagonal rather than a fixed multiple of the
+    identity, since the coordinates' scales may differ by orders of magnitude). Where the
+    posterior is not Gaussian, the curvature at a few points (:func:`dense_preconditioner`) can
+    miss its shape by orders of magnitude; the draws' covariance does not.
+
+    Arguments:
+        points: ``[N, d]`` states (e.g. pooled draws of a warm-up window), ``N >= 2``.
+
+    Returns:
+        ``(c [d], L [d, d])``, ``L`` lower triangular.
+    """
+    if points.dim() != 2 or len(points) < 2:
+        raise ValueError(f"need points [N >= 2, d], got shape {tuple(points.shape)}")
+    x = points.double()
+    n, d = x.shape
+    centre = x.mean(0)
+    cov = (x - centre).T @ (x - centre) / (n - 1)
+    var = cov.diagonal().clamp_min(max(float(cov.diagonal().max()), 1e-300) * 1e-16)
+    sd = var.sqrt()
+    corr = cov / (sd[:, None] * sd[None, :])
+    corr = (n * corr + shrinkage * torch.eye(d, dtype=x.dtype)) / (n + shrinkage)
+    corr = corr + 1e-10 * torch.eye(d, dtype=x.dtype)
+    return centre, sd[:, None] * torch.linalg.cholesky(corr)
+
+
+def adaptation_windows(total: int, *, count: int = 3) -> list[int]:
+    """Warm-up window lengths of ratio 1 : 2 : 4 ... summing to ``total``: ``count`` windows, fewer
+    when ``total`` is short (about 50 steps or more in the first)."""
+    if total < 1:
+        return []
+    count = max(1, min(count, int(math.log2(total / 50 + 1))))
+    unit = total / (2**count - 1)
+    lengths = [int(round(unit * 2**k)) for k in range(count)]
+    lengths[-1] += total - sum(lengths)
+    return lengths
 
 
 def reflect_into_box(u: Tensor, low: Tensor, high: Tensor) -> Tensor:
