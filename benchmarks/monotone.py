@@ -124,7 +124,8 @@ BSL_PAPER_SCALE = {**FULL["bsl"], "adapt_covariance": True}
 #: refit the whitening to the chains (``adapt_steps``) and 8,000 more. Whitened by the curvature at
 #: the starts, a condition number of 761 was left against the exact posterior's covariance, and
 #: 4,000 (20,000) steps gave KS 0.61 (0.37); re-sampled with 7,000 + 4,000 adapted steps, 0.28.
-PAPER_SCALE_SAMPLING = {"num_samples": 1000, "chains": 100, "max_steps": 8000, "adapt_steps": 12_000}
+PAPER_SCALE_SAMPLING = {"num_samples": 1000, "chains": 100, "max_steps": 8000,
+                        "adapt_steps": 12_000}
 
 SINGLE_OPTIONS = {"proposal_inflation": 2.0, "tempering": True, "step_size_factor": 0.1,
                   "precondition": True, "max_steps": 20_000, "network_coordinates": "constrained",
@@ -676,6 +677,12 @@ NOTES = [
     "starts explaining 44% of theta1's spread after 11,000 steps. The sampler is no longer what "
     "separates us from the paper's row; the learned score at this scale and with our configuration"
     " is.",
+    "REFINED DEBIASING, TRIED (session 27, scratch /work/scratch/s27/refine.py): one "
+    "ScoreLangevin.refine_debiasing round around the adapted posterior (400 groups x 1,000 "
+    "observations, cost 400 data sets), re-sampled with 7,000 + 4,000 adapted steps: KS 0.35, W1 "
+    "0.0052, coverage 0.89, width 0.026, with 14% of the draws at the edge of the refined region "
+    "(centre +- 4 robust spreads, too tight for the logits' exponential tails). Worse than without"
+    " it (0.29 / 0.0039), so not adopted.",
     "STATUS (session 9): every method at the small scale on the first 3 repetitions. The score models "
     "(single-model N = 20,000 and N_R = 300 x 1,000; n-model N = 200; n-model-5x N = 1,000) are 100-1,000x "
     "below the paper's tables and miss Table 2 (see the scaling notes below); the baselines are at "
