@@ -769,9 +769,8 @@ class ScoreLangevin:
                 u0 = torch.linalg.solve(L, (u0 - center).T).T
                 chain_bounds = None
             if step_size == "auto":
-                probes = u0[: min(16, len(u0))]
-                if warmup_steps:  # and the centre of the chains (v = 0), where the curvature peaks
-                    probes = torch.cat([u0[:15], torch.zeros_like(u0[:1])])
+                # after the warm-up also the centre of the chains (v = 0), where the curvature peaks
+                probes = _probes_with_centre(u0) if warmup_steps else u0[: min(16, len(u0))]
                 est = curvature_step_size(drift_graph, probes, kappa=step_size_factor)
                 tau, relax = est.step_size, est.relaxation_steps()
             else:
@@ -944,6 +943,11 @@ def _whitened(u_fns: tuple[Callable, Callable, Callable], center: Tensor, L: Ten
     return lik, prior_score, drift, to_u, constrain
 
 
+def _probes_with_centre(v: Tensor) -> Tensor:
+    """Curvature probes in whitened coordinates: 15 chain states and the centre ``v = 0``."""
+    return torch.cat([v[:15], torch.zeros_like(v[:1])])
+
+
 def _adapt_whitening(u_fns: tuple[Callable, Callable, Callable], bounds: tuple[Tensor, Tensor],
                      u0: Tensor, center: Tensor, L: Tensor, *, windows: Sequence[int],
                      stages: Sequence[float], kappa: float, clip_norm: float | None,
@@ -965,8 +969,7 @@ def _adapt_whitening(u_fns: tuple[Callable, Callable, Callable], bounds: tuple[T
     for k, window in enumerate(windows):
         lik, prior_score, drift, to_u, constrain = _whitened(u_fns, center, L, bounds)
         v = torch.linalg.solve(L, (u - center).T).T
-        probes = torch.cat([v[:15], torch.zeros_like(v[:1])])
-        tau = curvature_step_size(drift, probes, kappa=kappa).step_size
+        tau = curvature_step_size(drift, _probes_with_centre(v), kappa=kappa).step_size
         kept = max(1, min(50, window // 2))
         thin = max(1, (window // 2) // kept)
         n_stage = max(50, window // 10)

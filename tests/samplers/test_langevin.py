@@ -97,7 +97,7 @@ def test_constrain_reflects_a_box_given_in_other_coordinates():
 
 def test_covariance_preconditioner_whitens_correlated_draws():
     g = torch.Generator().manual_seed(0)
-    # scales over six orders of magnitude and a correlation of 0.99, as in the monotone posterior
+    # SDs three orders of magnitude apart and a correlation of 0.99, as in the monotone posterior
     A = torch.tensor([[1e-3, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.99, (1 - 0.99**2) ** 0.5]],
                      dtype=torch.float64)
     x = 2.0 + torch.randn(20_000, 3, generator=g, dtype=torch.float64) @ A.T
