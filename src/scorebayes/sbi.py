@@ -61,8 +61,9 @@ from .priors import ParameterSpace
 from .proposal import GaussianProposal, MixtureProposal, PriorSampler
 from .samplers.langevin import (adaptation_windows, covariance_preconditioner, curvature_step_size,
                                 dense_preconditioner, reflect_into_box, run_langevin)
-from .scores.local_debias import LocalLinearCorrection, fit_local_correction
-from .scores.coordinates import ConstrainedMeanNet, ConstrainedScoreNet, check_elementwise
+from .scores.local_debias import (LocalLinearCorrection, ThetaLinearCorrection, fit_kernel_correction,
+                                  fit_local_correction)
+from .scores.coordinates import ConstrainedMeanNet, ConstrainedScoreNet, check_elementwise, theta_and_jacobian
 from .scores.networks import CoordinateViewScoreNet, CrossFitMean, MeanNet, ScoreNet, check_views
 from .scores.training import (TrainingSchedule, checkpointing, fit_mean_network, fit_score_network,
                                split_indices)
@@ -532,6 +533,7 @@ class ScoreLangevin:
                                  generator=gen, progress=self.progress, desc=f"mean net {k + 1}/{len(folds)}")
                 for k, (member, fold) in enumerate(zip(self.mean_net_.members, folds))]
             self.mean_report_ = self.mean_reports_[0]
+            self.debias_groups_ = (u_r.float(), s_bar)  # D^R's group means, for refit_debiasing
             if self.debias == "a2" and r < rounds - 1:
                 # alternative 2: jointly refine s - h under SM + curvature, then re-project h
                 joint = DebiasedScore(self.score_net_, self.mean_net_)
@@ -609,6 +611,48 @@ class ScoreLangevin:
             "residual_sd": residual_sd, "groups": len(u_r), "group_size": m}]
         return self
 
+    def refit_debiasing(self, posterior: Posterior, *, bandwidth: float = 5.0) -> ScoreLangevin:
+        r"""Correct the debiasing network near ``posterior`` with the groups of :math:`\mathcal D^R`
+        already simulated (single-model; beyond the paper; **no new simulations**).
+
+        Fits :math:`(\bar s_l - h_\psi(u_l))/J(u_l) \approx a + B(\theta_l - c)` by least squares
+        weighted with a Gaussian kernel of ``bandwidth`` posterior SDs around the posterior draws'
+        mean :math:`c` (Mahalanobis distance in :math:`\theta`), and adds
+        :math:`J(u)\odot(a + B(T(u) - c))` to :math:`h_\psi`
+        (:func:`~scorebayes.scores.local_debias.fit_kernel_correction`). The error of
+        :math:`h_\psi` enters the posterior score n times; a network fitted over the whole
+        proposal is least accurate where the posterior lives, and the kernel re-weights the
+        same groups towards it. Repeated calls refine further; call :meth:`sample` again
+        afterwards. Needs an elementwise transform :math:`T` (as the box and positive priors).
+        Unlike :meth:`refine_debiasing`, the chains' region is not cut: the correction is smooth.
+        """
+        self._check_fitted()
+        if self.mode != "single" or self.mean_net_ is None or not hasattr(self, "debias_groups_"):
+            raise ValueError("refit_debiasing needs mode='single' with debiasing (debias != 'none')")
+        if not bandwidth > 0:
+            raise ValueError(f"bandwidth must be > 0, got {bandwidth}")
+        if not self.space.is_elementwise():
+            raise ValueError("refit_debiasing needs an elementwise parameter transform")
+        theta_post = self.space.to_constrained(self._posterior_u(posterior))
+        center = theta_post.mean(0)
+        cov = torch.cov(theta_post.T).reshape(self.space.dim, self.space.dim)
+        ridge = 1e-9 * cov.diagonal().clamp_min(1e-300).diag_embed()  # keep the factor defined
+        scale_tril = torch.linalg.cholesky(cov + ridge)
+        u_r, s_bar = self.debias_groups_
+        with torch.no_grad():
+            h = torch.cat([self.mean_net_(u_r[i : i + 10_000].to(self.device)).cpu()
+                           for i in range(0, len(u_r), 10_000)])
+        theta_r, jac = theta_and_jacobian(self.space, u_r.double())
+        residual = (s_bar.double() - h.double()) / jac.clamp_min(torch.finfo(torch.float64).tiny)
+        intercept, slope, residual_sd, effective = fit_kernel_correction(theta_r, residual, center,
+                                                                         scale_tril, bandwidth)
+        self.mean_net_ = ThetaLinearCorrection(self.mean_net_, self.space, intercept, slope,
+                                               center).to(self.device)
+        self.refinements_ = [*getattr(self, "refinements_", []), {
+            "kind": "kernel", "center": center, "bandwidth": bandwidth, "intercept": intercept,
+            "slope": slope, "residual_sd": residual_sd, "effective_groups": effective}]
+        return self
+
     # ------------------------------------------------------------------ score
     def likelihood_score(self, u: Tensor, x_obs: Tensor | None = None, *, compiled: bool = False) -> Tensor:
         r"""Learned :math:`\nabla_u\log p(\mathbf X^*\mid T(u))`, ``u [C, d] -> [C, d]`` (float64).
@@ -634,8 +678,9 @@ class ScoreLangevin:
         """Box in ``u`` where chains may go: the training region, after :meth:`refine_debiasing`
         cut to the last correction's centre +- 4 spreads (where its linear fit holds)."""
         low, high = self.training_region_
-        if getattr(self, "refinements_", None):
-            last = self.refinements_[-1]
+        cuts = [r for r in getattr(self, "refinements_", []) if "spread" in r]  # not the kernel refits
+        if cuts:
+            last = cuts[-1]
             low = torch.maximum(low, last["center"] - 4 * last["spread"])
             high = torch.minimum(high, last["center"] + 4 * last["spread"])
         return low, high

@@ -1,4 +1,5 @@
-"""Local linear refinement of the debiasing network (scores/local_debias.py, ScoreLangevin.refine_debiasing).
+"""Local linear refinement of the debiasing network (scores/local_debias.py, ScoreLangevin.refine_debiasing
+and ScoreLangevin.refit_debiasing).
 
 Truth: a Gaussian location model with a conjugate prior, where the score network is replaced by
 the exact score plus a known bias b(u) with E_x[s] = b(u), and the debiasing network by zero. The
@@ -14,9 +15,13 @@ import torch
 from torch import nn
 from torch.distributions import Normal
 
-from scorebayes.priors import independent
+from torch.distributions import Uniform
+
+from scorebayes.priors import ParameterSpace, independent
 from scorebayes.sbi import ScoreLangevin, TrainingSchedule
-from scorebayes.scores.local_debias import LocalLinearCorrection, fit_local_correction
+from scorebayes.scores.coordinates import theta_and_jacobian
+from scorebayes.scores.local_debias import (LocalLinearCorrection, ThetaLinearCorrection, fit_kernel_correction,
+                                            fit_local_correction)
 from scorebayes.simulators import Simulator
 
 PRIOR_SD, N_OBS = 3.0, 200
@@ -138,3 +143,85 @@ def test_a_store_does_not_return_pre_refinement_samples(tmp_path):
     assert torch.equal(est.sample(200, chains=4).draws, first.draws)  # cached: same call, same draws
     refined = est.refine_debiasing(first, num_groups=40, group_size=20).sample(200, chains=4)
     assert not torch.allclose(refined.draws.mean(), first.draws.mean(), atol=0.05)  # new drift, new draws
+
+
+# --------------------------------------------------------------- kernel refit on D^R (no new simulations)
+def _with_groups(est, num=20_000, m=50, seed=1):
+    """D^R as the fit would keep it: groups spread well beyond the posterior, means of the current net."""
+    g = torch.Generator().manual_seed(seed)
+    u_r = torch.rand(num, 1, generator=g, dtype=torch.float64) * 7 - 2  # [-2, 5]: truth ~1, biased ~2.5
+    x_r = u_r[:, None, :] + torch.randn(num, m, 1, generator=g, dtype=torch.float64)
+    est.debias_groups_ = (u_r.float(), est._group_means(u_r, x_r))
+    return est
+
+
+def test_fit_kernel_correction_recovers_a_linear_residual_exactly():
+    g = torch.Generator().manual_seed(0)
+    theta = torch.randn(200, 3, generator=g, dtype=torch.float64)
+    a, B, c = torch.tensor([0.1, -0.2, 0.3]), torch.randn(3, 3, generator=g), torch.tensor([0.5, 0.0, -0.5])
+    r = a + (theta - c) @ B.double().T
+    intercept, slope, sd, effective = fit_kernel_correction(theta, r, c, torch.eye(3), bandwidth=1.0)
+    assert torch.allclose(intercept.float(), a, atol=1e-6) and torch.allclose(slope.float(), B, atol=1e-6)
+    assert float(sd.max()) < 1e-8 and 8 <= effective < 200
+
+
+def test_fit_kernel_correction_is_local():
+    # linear near the centre, a large quadratic departure away from it: the kernel fit recovers the
+    # local line, an (effectively) unweighted fit does not
+    g = torch.Generator().manual_seed(1)
+    theta = torch.randn(5000, 1, generator=g, dtype=torch.float64) * 10
+    r = 2.0 + 3.0 * theta + 0.5 * theta**2
+    local = fit_kernel_correction(theta, r, torch.zeros(1), torch.eye(1), bandwidth=0.5)
+    wide = fit_kernel_correction(theta, r, torch.zeros(1), torch.eye(1), bandwidth=1e3)
+    assert abs(float(local[0]) - 2.0) < 0.2 and abs(float(local[1]) - 3.0) < 0.1
+    assert abs(float(wide[0]) - 2.0) > 10  # the global line misses the local value (by ~E[theta^2]/2)
+
+
+def test_fit_kernel_correction_refuses_an_empty_neighbourhood():
+    theta = torch.linspace(10, 20, 100, dtype=torch.float64)[:, None]
+    with pytest.raises(ValueError, match="effective groups"):
+        fit_kernel_correction(theta, theta, torch.zeros(1), torch.eye(1), bandwidth=0.5)
+    with pytest.raises(ValueError, match="bandwidth"):
+        fit_kernel_correction(theta, theta, torch.zeros(1), torch.eye(1), bandwidth=0.0)
+
+
+def test_theta_linear_correction_is_pushed_to_u_by_the_jacobian():
+    space = ParameterSpace(independent([Uniform(0.0, 1.0), Uniform(-5.0, 5.0)]))
+    u = torch.randn(7, 2, generator=torch.Generator().manual_seed(2))
+    a, B, c = torch.tensor([0.3, -1.0]), torch.tensor([[1.0, 2.0], [0.0, -0.5]]), torch.tensor([0.2, 1.0])
+    theta, jac = theta_and_jacobian(space, u)
+    expected = jac * (a + (theta - c) @ B.T)
+    assert torch.allclose(ThetaLinearCorrection(Zero(), space, a, B, c)(u), expected, atol=1e-6)
+    assert not torch.allclose(jac, torch.ones_like(jac), atol=0.05)  # the Jacobian matters here
+
+
+def test_kernel_refit_recovers_the_analytic_posterior_without_new_simulations():
+    est, mean, sd = _fitted()
+    _with_groups(est)
+    before = est.sample(1000, chains=20)
+    assert abs(float(before.draws.mean()) - mean) / sd > 10, "the biased set-up must be visibly wrong"
+    cost = dict(est.simulations_)
+    low, high = est._sampling_region()
+    post = before
+    # Each refit re-centres on the last posterior. A linear fit over a kernel of b posterior SDs
+    # misses a curved bias by ~f''(b sd)^2/2 at the centre, i.e. f'' b^2 sd / 2 posterior SDs here
+    # (0.2 sin(2u): f'' ~ 0.7 near the truth): 0.6 SD for b = 5, 0.1 SD for b = 2 (noise: 0.05 SD)
+    for _ in range(3):
+        post = est.refit_debiasing(post, bandwidth=2.0).sample(1000, chains=20)
+    draws = post.draws.reshape(-1)
+    assert abs(float(draws.mean()) - mean) < 0.2 * sd
+    assert abs(float(draws.std()) / sd - 1) < 0.15
+    assert est.simulations_ == cost  # D^R reused: nothing simulated
+    assert [r["kind"] for r in est.refinements_] == ["kernel"] * 3
+    assert all(torch.equal(a, b) for a, b in zip(est._sampling_region(), (low, high)))  # region not cut
+
+
+def test_kernel_refit_validates_its_input():
+    est, _, _ = _fitted()
+    _with_groups(est)
+    post = est.sample(50, chains=4)
+    with pytest.raises(ValueError, match="bandwidth"):
+        est.refit_debiasing(post, bandwidth=-1.0)
+    est.mode = "n"
+    with pytest.raises(ValueError, match="mode='single'"):
+        est.refit_debiasing(post)
