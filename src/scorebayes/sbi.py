@@ -941,7 +941,12 @@ class ScoreLangevin:
         arguments.pop("self", None)
         if not arguments.get("adapt_steps"):  # the default: names of samples stored before it existed
             arguments.pop("adapt_steps", None)
-        arguments["refinements"] = len(getattr(self, "refinements_", []))  # refined drift, new samples
+        refinements = getattr(self, "refinements_", [])
+        arguments["refinements"] = len(refinements)  # refined drift, new samples
+        kernel = [(r["bandwidth"], [float(f"{v:.6g}") for v in r["intercept"].tolist()])
+                  for r in refinements if r.get("kind") == "kernel"]
+        if kernel:  # another kernel refit (bandwidth, posterior) must not get these samples back
+            arguments["kernel_refits"] = kernel
         # samples stored before starts outside the sampling box were redrawn (not reflected) differ
         arguments["chain_starts"] = "redrawn-in-box"
         text = repr(sorted((k, repr(v)) for k, v in arguments.items()))

@@ -8,6 +8,7 @@ posterior (mean within 0.2 SD, SD within 15%: Monte Carlo error of ~1,000 Langev
 about 0.05 SD in the mean and 5% in the SD).
 """
 
+import copy
 import math
 
 import pytest
@@ -225,3 +226,17 @@ def test_kernel_refit_validates_its_input():
     est.mode = "n"
     with pytest.raises(ValueError, match="mode='single'"):
         est.refit_debiasing(post)
+
+
+def test_a_store_tells_kernel_refits_apart(tmp_path):
+    from scorebayes.store import RunStore
+
+    est, _, _ = _fitted()
+    _with_groups(est)
+    est.store = RunStore(tmp_path / "run", config=None, seed=0)
+    first = est.sample(200, chains=4)
+    est_wide = copy.deepcopy(est)
+    narrow = est.refit_debiasing(first, bandwidth=2.0).sample(200, chains=4)
+    wide = est_wide.refit_debiasing(first, bandwidth=50.0).sample(200, chains=4)
+    assert torch.equal(est.sample(200, chains=4).draws, narrow.draws)  # same refit: cached draws
+    assert not torch.equal(wide.draws, narrow.draws)  # one refit each, but not the same one
