@@ -63,7 +63,8 @@ from .samplers.langevin import (adaptation_windows, covariance_preconditioner, c
                                 dense_preconditioner, reflect_into_box, run_langevin)
 from .scores.local_debias import (LocalLinearCorrection, ThetaLinearCorrection, fit_kernel_correction,
                                   fit_local_correction)
-from .scores.coordinates import ConstrainedMeanNet, ConstrainedScoreNet, check_elementwise, theta_and_jacobian
+from .scores.coordinates import (ConstrainedMeanNet, ConstrainedScoreNet, check_elementwise,
+                                 theta_and_jacobian)
 from .scores.networks import CoordinateViewScoreNet, CrossFitMean, MeanNet, ScoreNet, check_views
 from .scores.training import (TrainingSchedule, checkpointing, fit_mean_network, fit_score_network,
                                split_indices)
