@@ -718,9 +718,12 @@ NOTES = [
     "paper-scale now does one refit and re-samples (PAPER_SCALE_REFITS; same simulation cost): KS "
     "0.29 -> 0.144, W1 0.0039 -> 0.0019 (target <= 0.0025: met), band width 0.0185 (Gibbs 0.018), "
     "coverage 0.59 (Gibbs 0.61). KS target (<= 0.11): NOT MET. A second refit (scratch) left h's "
-    "error at 0.33 and gave KS 0.154, W1 0.0015: no further gain. What remains: the refit's own "
-    "error (0.3), the score net's fluctuation (0.2-0.5), and mixing: the starts still explain 28% "
-    "of the last draws' spread (start_memory), so longer or more chains are the next thing to try.",
+    "error at 0.33 and gave KS 0.154, W1 0.0015: no further gain. What remains is the score, not "
+    "mixing: after the refit, the same decomposition at the same 16 exact draws (scratch "
+    "decomp_refit.py) gives total error rms 0.2-1.1 per whitened coordinate (before: up to 3.0), "
+    "h's part at most 0.74 and the score net's fluctuation at most 0.53; and twice the steps after"
+    " warm-up (16,000, scratch longer.py) give KS 0.143, W1 0.0015 with the starts explaining 19% "
+    "of the spread instead of 28%, i.e. the same KS.",
     "STATUS (session 9): every method at the small scale on the first 3 repetitions. The score models "
     "(single-model N = 20,000 and N_R = 300 x 1,000; n-model N = 200; n-model-5x N = 1,000) are 100-1,000x "
     "below the paper's tables and miss Table 2 (see the scaling notes below); the baselines are at "
