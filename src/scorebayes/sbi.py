@@ -679,7 +679,7 @@ class ScoreLangevin:
         """Box in ``u`` where chains may go: the training region, after :meth:`refine_debiasing`
         cut to the last correction's centre +- 4 spreads (where its linear fit holds)."""
         low, high = self.training_region_
-        cuts = [r for r in getattr(self, "refinements_", []) if "spread" in r]  # not the kernel refits
+        cuts = [r for r in getattr(self, "refinements_", []) if r.get("kind") != "kernel"]  # refits: no cut
         if cuts:
             last = cuts[-1]
             low = torch.maximum(low, last["center"] - 4 * last["spread"])
