@@ -58,14 +58,14 @@ COST8 = {"abc": 2e4, "bsl": 2e6, "npe": 2e4, "gaussian-npe": 2e4, "n-model": 2e4
 # prior-wide (sd 3.5-4.7 in log units) in floors 1-4, 6 and the room rate and the n-model's table
 # spread over e^-12 .. e^6 there
 LOCALIZATION = {"replicates": 100, "iterations": 100, "lr": 1e-1, "init": "median"}
-SMALL = {**epidemic5.SMALL, "reps": 5, "localization": LOCALIZATION,
+SMALL = {**epidemic5.SMALL, "reps": 10, "localization": LOCALIZATION,
          "paper_training": (_paper := {"N": 20_000, "epochs": 100, "batch": 5, "samples": 1_000,
                                        "max_steps": 20_000, "validation": epidemic5.N_MODEL_VALIDATION,
                                        "reps": 3}),
          # the same training with per-rate networks on their own columns of S (~20 min a repetition),
          # lr 1e-3 -> 1e-5 (narrower than 1e-4 -> 1e-5 on 9-12 of 12 coordinates, session 17 scratch)
          "views": (_views := {**_paper, "views": True, "hidden": (128, 64), "lr": (1e-3, 1e-5),
-                              "reps": 5}),
+                              "reps": 10}),
          # the facility and room rates' networks see all of S (~20 min a repetition; session 19)
          "views_wide": {**_views, "views": ("beta_facility", "beta_room")}}
 FULL = {
