@@ -67,13 +67,16 @@ SMALL = {**epidemic5.SMALL, "reps": 10, "localization": LOCALIZATION,
          "views": (_views := {**_paper, "views": True, "hidden": (128, 64), "lr": (1e-3, 1e-5),
                               "reps": 10}),
          # the facility and room rates' networks see all of S (~20 min a repetition; session 19)
-         "views_wide": {**_views, "views": ("beta_facility", "beta_room")}}
+         "views_wide": {**_views, "views": ("beta_facility", "beta_room")},
+         # the paper's BSL for setting 2 (200 simulations per iteration), first 3 repetitions
+         "bsl_paper": {**(PAPER_BSL := {"chains": 10, "length": 1_000, "burn_in": 200, "sims": 200}),
+                       "adapt_covariance": True, "reps": 3}}
 FULL = {
     "reps": 50,
     "n": {"N": 20_000, "epochs": 100, "batch": 5, "samples": 10_000, "max_steps": 20_000,
           "validation": epidemic5.N_MODEL_VALIDATION},
     "abc": {"N": 20_000, "k": 100},
-    "bsl": {"chains": 10, "length": 1_000, "burn_in": 200, "sims": 200},
+    "bsl": PAPER_BSL,
     "npe": {"N": 20_000, "samples": 10_000, "epochs": 5_000},
     "gnpe": {"N": 20_000, "samples": 10_000, "epochs": 5_000},
     "localization": LOCALIZATION,

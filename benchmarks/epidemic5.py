@@ -43,8 +43,12 @@ VIEWS = "n-model-views"
 # the same with the facility and room rates' networks seeing all of S: telling facility-wide from
 # floor transmission needs the infections' spread over the floors (Epidemic.score_views(see_all=))
 VIEWS_WIDE = "n-model-views-wide"
+# BSL at the paper's chains and simulations per iteration (FULL["bsl"]) on the first repetitions:
+# at the small scale (4 x 300 steps, 50 simulations for a 24-number summary) BSL is too narrow
+BSL_PAPER = "bsl-paper-scale"
 VARIANT_SCALES = {PAPER_TRAINING: "paper_training", VIEWS: "views",
-                  VIEWS_WIDE: "views_wide"}  # variant -> its key in SMALL
+                  VIEWS_WIDE: "views_wide", BSL_PAPER: "bsl_paper"}  # variant -> its key in SMALL
+N_MODEL_VARIANTS = (PAPER_TRAINING, VIEWS, VIEWS_WIDE)
 
 
 def _paper_rows(rows: dict[str, tuple], cost: dict) -> dict:
@@ -55,8 +59,9 @@ def _paper_rows(rows: dict[str, tuple], cost: dict) -> dict:
             out[m][p] = (b[j], bs[j], w[j], ws[j], c[j])
     out["npe"] = out["gaussian-npe"]  # the paper's NPE row is the Gaussian NPE
     for variant in VARIANT_SCALES:  # the same method at the paper's training scale
-        out[variant] = out["n-model"]
-    out["cost"] = {**cost, **{variant: cost["n-model"] for variant in VARIANT_SCALES}}
+        out[variant] = out["bsl" if variant == BSL_PAPER else "n-model"]
+    out["cost"] = {**cost, **{variant: cost["bsl" if variant == BSL_PAPER else "n-model"]
+                              for variant in VARIANT_SCALES}}
     return out
 
 
@@ -85,6 +90,8 @@ COST7 = {"abc": 8e3, "bsl": 1e6, "npe": 8e3, "gaussian-npe": 8e3, "n-model": 8e3
 # 8 paired repetitions at the paper's scale (sessions 12-13) narrowed floors 2-5 and the room rate by
 # 8-22% against a 50% split, coverage unchanged (epidemic5_partial_validation50.jsonl keeps the old rows)
 N_MODEL_VALIDATION = 0.1
+#: the paper's BSL for setting 1 (App. C.3: 10 chains x 1,000 iterations, 200 burn-in, 100 simulations)
+PAPER_BSL = {"chains": 10, "length": 1_000, "burn_in": 200, "sims": 100}
 SMALL = {
     "reps": 10,
     "n": {"N": 2_000, "epochs": 30, "batch": 5, "samples": 1_000, "max_steps": 2_000, "validation": N_MODEL_VALIDATION},
@@ -95,13 +102,15 @@ SMALL = {
     "localization": {"replicates": 20, "iterations": 100, "lr": 1e-1},
     "paper_training": {"N": 8_000, "epochs": 100, "batch": 5, "samples": 1_000, "max_steps": 2_000,
                        "validation": N_MODEL_VALIDATION, "reps": 10},
+    # the random walk's covariance adapted in burn-in, as for the monotone regression's BSL
+    "bsl_paper": {**PAPER_BSL, "adapt_covariance": True, "reps": 3},
 }
 FULL = {
     "reps": 100,
     "n": {"N": 8_000, "epochs": 100, "batch": 5, "samples": 10_000, "max_steps": 20_000,
           "validation": N_MODEL_VALIDATION},
     "abc": {"N": 8_000, "k": 100},
-    "bsl": {"chains": 10, "length": 1_000, "burn_in": 200, "sims": 100},
+    "bsl": PAPER_BSL,
     "npe": {"N": 8_000, "samples": 10_000, "epochs": 1_000},
     "gnpe": {"N": 8_000, "samples": 10_000, "epochs": 1_000},
     "localization": {"replicates": 100, "iterations": 100, "lr": 1e-1},
@@ -155,8 +164,8 @@ def make_methods(model, scale: dict, chosen: list[str], *, localize: bool, seed:
         return tag(abc_w1(x_obs, prior, simulator=sim, num_simulations=scale["abc"]["N"], sampler=q,
                           k=scale["abc"]["k"], names=names, generator=make_generator(s_, "abc")), c)
 
-    def bsl_fn(x_obs, s_):
-        s = scale["bsl"]
+    def bsl_fn(x_obs, s_, key="bsl"):
+        s = scale[key]
         q, c = proposal(x_obs)
         init = None
         if q is None:  # prior tables: start at the best prior draws by synthetic likelihood
@@ -166,7 +175,8 @@ def make_methods(model, scale: dict, chosen: list[str], *, localize: bool, seed:
             c = c + pilot
         return tag(bsl(x_obs, sim, prior, summary=model.summary_fn, num_chains=s["chains"],
                        num_steps=s["length"], burn_in=s["burn_in"], num_sims=s["sims"], sampler=q,
-                       init=init, names=names, generator=make_generator(s_, "bsl")), c)
+                       init=init, adapt_covariance=s.get("adapt_covariance"), names=names,
+                       generator=make_generator(s_, "bsl")), c)
 
     def npe_fn(x_obs, s_):
         s = scale["npe"]
@@ -186,7 +196,8 @@ def make_methods(model, scale: dict, chosen: list[str], *, localize: bool, seed:
     table = {"n-model": nmodel, "abc": abc, "bsl": bsl_fn, "npe": npe_fn, "gaussian-npe": gnpe_fn,
              PAPER_TRAINING: lambda x_obs, s_: nmodel(x_obs, s_, "paper_training"),
              VIEWS: lambda x_obs, s_: nmodel(x_obs, s_, "views"),
-             VIEWS_WIDE: lambda x_obs, s_: nmodel(x_obs, s_, "views_wide")}
+             VIEWS_WIDE: lambda x_obs, s_: nmodel(x_obs, s_, "views_wide"),
+             BSL_PAPER: lambda x_obs, s_: bsl_fn(x_obs, s_, "bsl_paper")}
     return {m: table[m] for m in chosen}
 
 
@@ -218,7 +229,7 @@ def _fingerprinted(small: dict, scale: dict, variants: list[str]) -> dict[str, d
     """Settings whose change must re-run a method's stored records: the per-rate variants'
     (fingerprinted since session 18; the other methods' records predate fingerprints)."""
     out = {}
-    for variant in (VIEWS, VIEWS_WIDE):
+    for variant in (VIEWS, VIEWS_WIDE, BSL_PAPER):
         if variant in variants:
             views = {k: v for k, v in small[VARIANT_SCALES[variant]].items() if k != "reps"}
             out[variant] = {**views, "localization": scale.get("localization")}
@@ -320,7 +331,7 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
     args = common.parse_args(f"{name} benchmark", small["reps"], [*METHODS, *variants], argv,
                              only_reps=True)
     scale = full if args.full else small
-    if args.full:  # the n-model already trains at the paper's scale
+    if args.full:  # the n-model already trains, and BSL runs, at the paper's scale
         args.methods = [m for m in args.methods if m not in variants]
     model = get_model(name)
     methods = make_methods(model, scale, args.methods, localize=localize, seed=args.seed)
@@ -341,7 +352,7 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
     figures = figure(model, name, [r for r in records if r["rep"] < args.reps], fig_name)
     seconds = max(time.perf_counter() - start, sum(r["seconds"] for r in records if r["rep"] < args.reps))
     scale_note = common.scale_note(scale, args.reps, args.full)
-    pt = small.get("paper_training", {})
+    pt, bp = small.get("paper_training", {}), small.get("bsl_paper", {})
     notes = [
         "Cost unit: one simulated summary matrix S (T = 52 rows). n-model, ABC, NPE: N; BSL: chains x "
         "length x simulations per iteration; localization reported separately.",
@@ -366,7 +377,14 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
            "transmission needs how the infections spread over the floors; "
            + _views_settings(small["views_wide"], args.reps)]
           if VIEWS_WIDE in variants and not args.full else []),
-        *_same_repetitions(records, paper, args.reps, model.reported_names, variants),
+        *([f"{BSL_PAPER}: BSL with the paper's chains and simulations per iteration ({bp['chains']} chains x "
+           f"{bp['length']:,} iterations, {bp['burn_in']} burn-in, {bp['sims']} simulations: cost "
+           + f"{bp['chains'] * bp['length'] * bp['sims']:.0e}".replace("e+0", "e") + "), the random walk's "
+           "covariance adapted in burn-in (bsl(adapt_covariance=True)), from the same localized q; "
+           + _variant_repetitions(bp.get("reps", 0), args.reps) + "."]
+          if BSL_PAPER in variants and not args.full else []),
+        *_same_repetitions(records, paper, args.reps, model.reported_names,
+                           [v for v in variants if v in N_MODEL_VARIANTS]),
         *_anchored_widths(records, paper, args.reps, model.reported_names, ["n-model", *variants]),
         *extra_notes,
     ]

@@ -50,3 +50,16 @@ def test_anchored_widths_need_the_anchor_and_the_paper(bench):
     records.append({"method": "gaussian-npe", "rep": 0, "width": [0.1, 0.4]})
     assert bench._anchored_widths(records, None, 1, NAMES, ["n-model"]) == []
     assert bench._anchored_widths(records, PAPER, 1, NAMES, ["not-run"]) == []
+
+
+def test_bsl_paper_scale_is_compared_with_the_papers_bsl_row(bench):
+    """The BSL variant's paper row and cost are BSL's (Tables 3 and 7), the n-model variants'
+    the n-model's; its settings are the paper's chains and simulations, fingerprinted."""
+    paper = bench._paper_rows(bench.TABLE3, bench.COST7)
+    assert paper[bench.BSL_PAPER] == paper["bsl"] != paper["n-model"]
+    assert paper["cost"][bench.BSL_PAPER] == paper["cost"]["bsl"] == 1e6
+    assert paper[bench.VIEWS] == paper["n-model"]
+    settings = bench.SMALL["bsl_paper"]
+    assert (settings["chains"], settings["length"], settings["sims"]) == (10, 1_000, 100)
+    fingerprinted = bench._fingerprinted(bench.SMALL, bench.SMALL, [bench.BSL_PAPER])
+    assert fingerprinted[bench.BSL_PAPER]["sims"] == 100 and "reps" not in fingerprinted[bench.BSL_PAPER]
