@@ -58,10 +58,11 @@ def _paper_rows(rows: dict[str, tuple], cost: dict) -> dict:
         for j, m in enumerate(PAPER_KEYS):
             out[m][p] = (b[j], bs[j], w[j], ws[j], c[j])
     out["npe"] = out["gaussian-npe"]  # the paper's NPE row is the Gaussian NPE
-    for variant in VARIANT_SCALES:  # the same method at the paper's training scale
-        out[variant] = out["bsl" if variant == BSL_PAPER else "n-model"]
-    out["cost"] = {**cost, **{variant: cost["bsl" if variant == BSL_PAPER else "n-model"]
-                              for variant in VARIANT_SCALES}}
+    # each variant is compared with its method's row: BSL's, or the n-model's
+    base = {variant: "bsl" if variant == BSL_PAPER else "n-model" for variant in VARIANT_SCALES}
+    for variant, method in base.items():
+        out[variant] = out[method]
+    out["cost"] = {**cost, **{variant: cost[method] for variant, method in base.items()}}
     return out
 
 
@@ -226,13 +227,14 @@ def figure(model, name: str, records: list[dict], fig_name: str) -> list[str]:
 
 
 def _fingerprinted(small: dict, scale: dict, variants: list[str]) -> dict[str, dict]:
-    """Settings whose change must re-run a method's stored records: the per-rate variants'
-    (fingerprinted since session 18; the other methods' records predate fingerprints)."""
+    """Settings whose change must re-run a method's stored records: the per-rate variants' and
+    the paper-scale BSL's (fingerprinted since sessions 18 and 29; the other methods' records
+    predate fingerprints)."""
     out = {}
     for variant in (VIEWS, VIEWS_WIDE, BSL_PAPER):
         if variant in variants:
-            views = {k: v for k, v in small[VARIANT_SCALES[variant]].items() if k != "reps"}
-            out[variant] = {**views, "localization": scale.get("localization")}
+            settings = {k: v for k, v in small[VARIANT_SCALES[variant]].items() if k != "reps"}
+            out[variant] = {**settings, "localization": scale.get("localization")}
     return out
 
 
