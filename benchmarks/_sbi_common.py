@@ -4,7 +4,8 @@ Stable API (other benchmarks import it; keep these signatures):
 
 ``parse_args(description, default_reps, methods, argv=None) -> argparse.Namespace``
     ``--reps R``, ``--methods a,b`` (subset of ``methods``), ``--full``, ``--seed``, ``--quiet``,
-    ``--fresh`` (ignore the partial file). Sets ``torch.set_num_threads(1)``.
+    ``--fresh`` (ignore the partial file); ``plan=True`` adds ``--plan`` (``args.plan``: list
+    what would run, see ``run_repetitions``). Sets ``torch.set_num_threads(1)``.
     ``args.methods`` is a list; ``args.reps`` is filled with ``default_reps`` when not given.
 
 ``MethodFn = Callable[[Tensor, int], Posterior | MethodResult]``
@@ -16,7 +17,7 @@ Stable API (other benchmarks import it; keep these signatures):
 
 ``run_repetitions(name, model, methods: dict[str, MethodFn], *, reps, seed, fresh=False,
                   progress=True, observed_fn=None, record_fn=None, max_reps=None,
-                  configs=None) -> list[dict]``
+                  configs=None, only_reps=None, plan=False) -> list[dict]``
     Loops over repetitions ``r = 0..reps-1``: ``x_obs = model.observed(make_generator(seed,
     "observed", r))`` (or ``observed_fn(r, generator)``), then every method with seed
     ``derive_seed(seed, method, r)``. Each (method, rep) record is appended to
@@ -28,6 +29,8 @@ Stable API (other benchmarks import it; keep these signatures):
     ``rep``, ``seed``, ``seconds``, ``cost``, ``cost_localization``, per reported parameter
     ``mean``, ``low``, ``high``, ``bias``, ``width``, ``covers`` (lists over parameters), and
     whatever ``record_fn(method, posterior, x_obs, rep) -> dict`` adds (e.g. monotone KS/W1).
+    ``plan=True`` prints ``format_plan(name, repetition_plan(...))`` (each method's recorded and
+    missing repetitions, the time the missing ones would take) and exits without computing.
 
 ``summarise(records, names, reps=None) -> {METHOD: {"cost", "cost_localization", "seconds",
               "reps", "parameters": {PARAM: {"bias", "bias_sd", "ci_width", "ci_width_sd",
@@ -122,13 +125,15 @@ class MethodResult:
 
 def parse_args(description: str, default_reps: int, methods: Sequence[str],
                argv: Sequence[str] | None = None, *, only_reps: bool = False,
-               carry: str | None = None) -> argparse.Namespace:
+               carry: str | None = None, plan: bool = False) -> argparse.Namespace:
     """Common command-line arguments; ``args.methods`` is the list of methods to run.
 
     ``only_reps``: offer ``--only-reps 3,4``, which runs just those repetitions (e.g. split over
     processes or machines; their records merge in the partial file) and renders nothing.
     ``carry``: the benchmark's name; offer ``--carry``, which copies its run stores without their
-    tables to ``benchmarks/carried/`` (:func:`carry_stores`) and exits."""
+    tables to ``benchmarks/carried/`` (:func:`carry_stores`) and exits.
+    ``plan``: offer ``--plan``, which lists what the run would compute and exits (``args.plan``,
+    for :func:`run_repetitions`); ``args.plan`` is False where it is not offered."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--reps", type=int, default=None, help=f"repetitions (default {default_reps})")
     parser.add_argument("--methods", type=str, default=",".join(methods),
@@ -140,6 +145,10 @@ def parse_args(description: str, default_reps: int, methods: Sequence[str],
     if only_reps:
         parser.add_argument("--only-reps", type=str, default=None,
                             help="comma-separated repetitions to run (records only; render with --reps)")
+    if plan:
+        parser.add_argument("--plan", action="store_true",
+                            help="list each method's repetitions still to run and their estimated "
+                                 "time (from its recorded ones), then exit without computing")
     if carry is not None:
         parser.add_argument("--carry", action="store_true",
                             help="copy the run stores (runs/bench/) without their tables to "
@@ -155,6 +164,7 @@ def parse_args(description: str, default_reps: int, methods: Sequence[str],
     if unknown:
         parser.error(f"unknown methods {unknown}; choose from {list(methods)}")
     args.methods = chosen
+    args.plan = getattr(args, "plan", False)
     if args.reps is None:
         args.reps = default_reps
     if args.reps < 1:
@@ -236,26 +246,28 @@ def run_repetitions(name: str, model: Any, methods: dict[str, Callable[[Tensor, 
                     record_fn: Callable[..., dict] | None = None,
                     max_reps: dict[str, int] | None = None,
                     configs: dict[str, Any] | None = None,
-                    only_reps: Sequence[int] | None = None) -> list[dict]:
+                    only_reps: Sequence[int] | None = None, plan: bool = False) -> list[dict]:
     """Run every method on ``reps`` observed data sets, saving each record as it completes.
 
     ``max_reps`` caps the repetitions of expensive methods (``{method: k}``: only the first k);
     ``configs`` (``{method: settings}``) makes reuse of a stored record require the same settings;
     ``only_reps`` runs (and returns) those repetitions alone. Records are appended one line per
-    write, so processes running different repetitions may share the partial file."""
+    write, so processes running different repetitions may share the partial file. ``plan``
+    prints :func:`repetition_plan` instead and exits (``SystemExit(0)``), computing nothing."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}_partial.jsonl"
     if fresh and path.exists():
         path.unlink()
     fingerprints = {m: config_fingerprint(c) for m, c in (configs or {}).items()}
     done = _load_partial(path, seed, fingerprints)
+    if plan:
+        print(format_plan(name, repetition_plan(done, list(methods), reps, max_reps=max_reps,
+                                                only_reps=only_reps)))
+        raise SystemExit(0)
     truth = model.to_reported(model.true_parameters).numpy()
     records = []
-    for r in range(reps):
-        if only_reps is not None and r not in only_reps:
-            continue
-        cap = max_reps or {}
-        active = {m: fn for m, fn in methods.items() if r < cap.get(m, reps)}
+    for r in _chosen_reps(reps, only_reps):
+        active = {m: fn for m, fn in methods.items() if r < (max_reps or {}).get(m, reps)}
         todo = [m for m in active if (m, r) not in done]
         if todo:
             gen = make_generator(seed, "observed", r)
@@ -290,6 +302,57 @@ def run_repetitions(name: str, model: Any, methods: dict[str, Callable[[Tensor, 
                 print(f"[{name}] rep {r} {method}: {seconds:.1f}s width={np.round(rec['width'], 4)} "
                       f"covers={rec['covers']}", flush=True)
     return records
+
+
+def _chosen_reps(reps: int, only_reps: Sequence[int] | None) -> list[int]:
+    return [r for r in range(reps) if only_reps is None or r in only_reps]
+
+
+def repetition_plan(done: dict[tuple[str, int], dict], methods: Sequence[str], reps: int, *,
+                    max_reps: dict[str, int] | None = None,
+                    only_reps: Sequence[int] | None = None) -> list[dict]:
+    """What :func:`run_repetitions` would compute: per method, ``{"method", "recorded" (reusable
+    repetitions among the chosen), "missing" (repetitions to run), "seconds_each" (mean seconds of
+    its reusable records of any repetition, None without one), "seconds" (estimate for the
+    missing ones, None if unknown)}``. ``done`` as from the partial file (same seed and settings)."""
+    rows = []
+    for method in methods:
+        chosen = [r for r in _chosen_reps(reps, only_reps) if r < (max_reps or {}).get(method, reps)]
+        recorded = [r for r in chosen if (method, r) in done]
+        missing = [r for r in chosen if (method, r) not in done]
+        times = [float(rec["seconds"]) for (m, _), rec in done.items() if m == method]
+        each = float(np.mean(times)) if times else None
+        rows.append({"method": method, "recorded": recorded, "missing": missing, "seconds_each": each,
+                     "seconds": None if (missing and each is None) else len(missing) * (each or 0.0)})
+    return rows
+
+
+def _reps_text(reps: Sequence[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2, 5"``."""
+    runs: list[list[int]] = []
+    for r in reps:
+        if runs and r == runs[-1][-1] + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    return ", ".join(str(g[0]) if len(g) == 1 else f"{g[0]}-{g[-1]}" for g in runs) or "none"
+
+
+def format_plan(name: str, rows: Sequence[dict]) -> str:
+    """The plan of :func:`repetition_plan` as text, one line per method and a total."""
+    lines = [f"{name}: what this command would compute (nothing is run with --plan)"]
+    for row in rows:
+        est = ("unknown time (no record to time it by)" if row["seconds"] is None
+               else f"about {row['seconds'] / 60:.0f} min" if row["missing"] else "nothing to run")
+        lines.append(f"  {row['method']}: recorded {_reps_text(row['recorded'])}; "
+                     f"to run {_reps_text(row['missing'])}: {est}")
+    known = [row["seconds"] for row in rows if row["seconds"] is not None]
+    unknown = [row["method"] for row in rows if row["seconds"] is None]
+    lines.append(f"  total: about {sum(known) / 60:.0f} min on one process"
+                 + (f", plus {', '.join(unknown)} (untimed)" if unknown else "")
+                 + "; times are the recorded repetitions' seconds, and a record resumed from a run "
+                   "store counts only its last run")
+    return "\n".join(lines)
 
 
 def summarise(records: Sequence[dict], names: Sequence[str], reps: int | None = None) -> dict:

@@ -259,7 +259,7 @@ def paper_table_lines(records: list[dict], scale: dict, reps: int) -> list[str]:
 
 
 def main(argv=None) -> None:
-    args = common.parse_args(__doc__.splitlines()[0], SMALL["reps"], METHODS, argv, carry=NAME)
+    args = common.parse_args(__doc__.splitlines()[0], SMALL["reps"], METHODS, argv, carry=NAME, plan=True)
     scale = FULL if args.full else SMALL
     model = get_model(NAME)
     methods = keep_first(NAME, make_methods(model, scale, args.methods), args.seed)
@@ -267,7 +267,8 @@ def main(argv=None) -> None:
     records = common.run_repetitions(NAME, model, methods, reps=args.reps, seed=args.seed,
                                      fresh=args.fresh, progress=not args.quiet,
                                      max_reps={"single-model-refined": scale["refined"]["reps"],
-                                               **{m: scale[k]["reps"] for m, k in PAPER_TABLE_VARIANTS.items()}})
+                                               **{m: scale[k]["reps"] for m, k in PAPER_TABLE_VARIANTS.items()}},
+                                     plan=args.plan)
     summary = common.summarise(records, NAMES, reps=args.reps)
     figures = figure(model, list(methods))
     seconds = max(time.perf_counter() - start, sum(r["seconds"] for r in records if r["rep"] < args.reps))

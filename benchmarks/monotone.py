@@ -836,10 +836,12 @@ def main(argv=None) -> None:
     extra = argparse.ArgumentParser(add_help=False)
     extra.add_argument("--parts", default="table,fig1", help="comma-separated subset of " + ",".join(PARTS))
     known, rest = extra.parse_known_args(argv)
-    args = parse_args(__doc__.splitlines()[0], 3, METHODS, rest, carry=NAME)
+    args = parse_args(__doc__.splitlines()[0], 3, METHODS, rest, carry=NAME, plan=True)
     parts = [p.strip() for p in known.parts.split(",") if p.strip()]
     if any(p not in PARTS for p in parts):
         raise SystemExit(f"--parts must be a subset of {PARTS}, got {parts}")
+    if args.plan and "table" not in parts:
+        raise SystemExit("--plan lists the table's repetitions; run it with --parts table")
     cfg, cfg_name = (FULL, "full (paper, App. C.2.2)") if args.full else (SMALL, "small (module docstring)")
     progress = not args.quiet
     model = get_model("monotone")
@@ -856,7 +858,8 @@ def main(argv=None) -> None:
                                             "bsl-paper-scale": PAPER_SCALE["bsl_reps"]},
                                   configs={"bsl-paper-scale": BSL_PAPER_SCALE,
                                            "single-model-paper-scale": {**PAPER_SCALE_SAMPLING,
-                                                                        "refits": PAPER_SCALE_REFITS}})
+                                                                        "refits": PAPER_SCALE_REFITS}},
+                                  plan=args.plan)
         table = summarise_table2(records, args.reps)
         gibbs = gibbs_row(model, refs, x0)
         figure4(model, records, gibbs, RESULTS / "monotone_fig4.png")

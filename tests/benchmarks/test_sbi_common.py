@@ -155,6 +155,49 @@ def test_only_reps_extends_reps_and_is_offered_only_when_asked(common):
         common.parse_args("t", 3, ["m"], ["--only-reps", "1"])
 
 
+def test_plan_lists_what_would_run_and_computes_nothing(common, tmp_path, capsys):
+    """--plan: per method the reusable and the missing repetitions (caps, changed settings and
+    --only-reps respected), timed by the method's own records; nothing runs, nothing is written."""
+    calls = {"cheap": 0, "costly": 0, "new": 0}
+    methods = {m: _counting(calls, m) for m in calls}
+    common.run_repetitions("plan", _Fake(), {"cheap": methods["cheap"], "costly": methods["costly"]},
+                           reps=3, seed=1, progress=False, configs={"costly": {"lr": 1}})
+    before = (tmp_path / "plan_partial.jsonl").read_text()
+    seconds = {r["method"]: [] for r in map(json.loads, before.splitlines())}
+    for r in map(json.loads, before.splitlines()):
+        seconds[r["method"]].append(r["seconds"])
+    calls.update(cheap=0, costly=0)
+    plan = lambda **kw: common.run_repetitions("plan", _Fake(), methods, seed=1, progress=False,  # noqa: E731
+                                               plan=True, **kw)
+    with pytest.raises(SystemExit) as stop:
+        plan(reps=5, max_reps={"costly": 4}, configs={"costly": {"lr": 1}})
+    assert stop.value.code == 0 and calls == {"cheap": 0, "costly": 0, "new": 0}
+    assert (tmp_path / "plan_partial.jsonl").read_text() == before
+    out = capsys.readouterr().out
+    assert "cheap: recorded 0-2; to run 3-4" in out
+    assert "costly: recorded 0-2; to run 3:" in out  # capped at 4 repetitions
+    assert "new: recorded none; to run 0-4: unknown time" in out and "plus new (untimed)" in out
+    # the estimates: the method's mean recorded seconds times its missing repetitions
+    done = common._load_partial(tmp_path / "plan_partial.jsonl", 1, {})
+    rows = {row["method"]: row for row in common.repetition_plan(done, ["cheap", "costly"], 5,
+                                                                   max_reps={"costly": 4})}
+    assert rows["cheap"]["seconds"] == pytest.approx(2 * np.mean(seconds["cheap"]))
+    assert rows["costly"]["missing"] == [3]
+    # changed settings make the fingerprinted method's records unusable; --only-reps narrows
+    with pytest.raises(SystemExit):
+        plan(reps=3, configs={"costly": {"lr": 2}}, only_reps=[1, 2])
+    out = capsys.readouterr().out
+    assert "costly: recorded none; to run 1-2: unknown time" in out and "cheap: recorded 1-2; to run none" in out
+    assert common._reps_text([0, 1, 2, 5, 7, 8]) == "0-2, 5, 7-8"
+
+
+def test_plan_is_offered_only_when_asked(common):
+    assert common.parse_args("t", 3, ["m"], ["--plan"], plan=True).plan is True
+    assert common.parse_args("t", 3, ["m"], []).plan is False
+    with pytest.raises(SystemExit):
+        common.parse_args("t", 3, ["m"], ["--plan"])
+
+
 def test_carry_copies_stores_without_tables_and_a_new_machine_starts_from_them(
         common, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(common, "STORES", tmp_path / "runs" / "bench")
