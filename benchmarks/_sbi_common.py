@@ -256,14 +256,15 @@ def run_repetitions(name: str, model: Any, methods: dict[str, Callable[[Tensor, 
     prints :func:`repetition_plan` instead and exits (``SystemExit(0)``), computing nothing."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}_partial.jsonl"
-    if fresh and path.exists():
-        path.unlink()
     fingerprints = {m: config_fingerprint(c) for m, c in (configs or {}).items()}
-    done = _load_partial(path, seed, fingerprints)
-    if plan:
+    if plan:  # before --fresh deletes anything: a plan changes no file
+        done = {} if fresh else _load_partial(path, seed, fingerprints)
         print(format_plan(name, repetition_plan(done, list(methods), reps, max_reps=max_reps,
                                                 only_reps=only_reps)))
         raise SystemExit(0)
+    if fresh and path.exists():
+        path.unlink()
+    done = _load_partial(path, seed, fingerprints)
     truth = model.to_reported(model.true_parameters).numpy()
     records = []
     for r in _chosen_reps(reps, only_reps):

@@ -189,6 +189,11 @@ def test_plan_lists_what_would_run_and_computes_nothing(common, tmp_path, capsys
     out = capsys.readouterr().out
     assert "costly: recorded none; to run 1-2: unknown time" in out and "cheap: recorded 1-2; to run none" in out
     assert common._reps_text([0, 1, 2, 5, 7, 8]) == "0-2, 5, 7-8"
+    # with --fresh the plan is a full run, and the records it would drop are still there after it
+    with pytest.raises(SystemExit):
+        plan(reps=2, fresh=True)
+    assert "cheap: recorded none; to run 0-1" in capsys.readouterr().out
+    assert (tmp_path / "plan_partial.jsonl").read_text() == before
 
 
 def test_plan_is_offered_only_when_asked(common):
