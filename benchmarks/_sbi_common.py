@@ -268,7 +268,7 @@ def run_repetitions(name: str, model: Any, methods: dict[str, Callable[[Tensor, 
     truth = model.to_reported(model.true_parameters).numpy()
     records = []
     for r in _chosen_reps(reps, only_reps):
-        active = {m: fn for m, fn in methods.items() if r < (max_reps or {}).get(m, reps)}
+        active = {m: fn for m, fn in methods.items() if _within_cap(m, r, reps, max_reps)}
         todo = [m for m in active if (m, r) not in done]
         if todo:
             gen = make_generator(seed, "observed", r)
@@ -309,22 +309,26 @@ def _chosen_reps(reps: int, only_reps: Sequence[int] | None) -> list[int]:
     return [r for r in range(reps) if only_reps is None or r in only_reps]
 
 
+def _within_cap(method: str, rep: int, reps: int, max_reps: dict[str, int] | None) -> bool:
+    """Whether ``method`` runs on repetition ``rep`` (``max_reps`` caps it at its first k)."""
+    return rep < (max_reps or {}).get(method, reps)
+
+
 def repetition_plan(done: dict[tuple[str, int], dict], methods: Sequence[str], reps: int, *,
                     max_reps: dict[str, int] | None = None,
                     only_reps: Sequence[int] | None = None) -> list[dict]:
     """What :func:`run_repetitions` would compute: per method, ``{"method", "recorded" (reusable
-    repetitions among the chosen), "missing" (repetitions to run), "seconds_each" (mean seconds of
-    its reusable records of any repetition, None without one), "seconds" (estimate for the
-    missing ones, None if unknown)}``. ``done`` as from the partial file (same seed and settings)."""
+    repetitions among the chosen), "missing" (repetitions to run), "seconds" (the mean seconds of
+    its reusable records of any repetition times the missing count; None if missing ones cannot
+    be timed)}``. ``done`` as from the partial file (same seed and settings)."""
     rows = []
     for method in methods:
-        chosen = [r for r in _chosen_reps(reps, only_reps) if r < (max_reps or {}).get(method, reps)]
+        chosen = [r for r in _chosen_reps(reps, only_reps) if _within_cap(method, r, reps, max_reps)]
         recorded = [r for r in chosen if (method, r) in done]
         missing = [r for r in chosen if (method, r) not in done]
         times = [float(rec["seconds"]) for (m, _), rec in done.items() if m == method]
-        each = float(np.mean(times)) if times else None
-        rows.append({"method": method, "recorded": recorded, "missing": missing, "seconds_each": each,
-                     "seconds": None if (missing and each is None) else len(missing) * (each or 0.0)})
+        rows.append({"method": method, "recorded": recorded, "missing": missing,
+                     "seconds": len(missing) * float(np.mean(times)) if times else (None if missing else 0.0)})
     return rows
 
 
