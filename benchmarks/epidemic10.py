@@ -99,8 +99,8 @@ NOTES = (
     "by that yardstick these data sets are no easier than the paper's, though it also reflects how"
     " our NPE differs from theirs. The unchanged n-model at the small scale covers everything at "
     "1.3-14.1x.",
-    "A LEAD: FLOOR-SPREAD SUMMARIES IN EVERY RATE'S VIEW (session 31, one repetition; scratch "
-    "/work/scratch/s31/spread_pilot.py, record in epidemic10_spread_scratch.jsonl). The facility-"
+    "A LEAD: FLOOR-SPREAD SUMMARIES IN EVERY RATE'S VIEW (session 31, one repetition; "
+    "benchmarks/pilots/epidemic10_spread.py, record in epidemic10_spread_scratch.jsonl). The facility-"
     "floor trade-off above says each rate's network should see how the infections spread over the "
     "floors: facility-wide transmission lifts every floor alike, floor transmission grows a floor "
     "in proportion to its own prevalence. So every rate's view of n-model-views (its two columns "
@@ -114,8 +114,7 @@ NOTES = (
     "0.59 / 0.77 / 0.97 / 0.82 / 1.18 / 1.04 / 1.57 / 2.24 / 1.46 / 3.61; 11 of 12 covered (floor "
     "9 missed, bias 0.16) against 8 and 11. Narrower than n-model-views on 10 of 12 rates, and the"
     " facility and room rates near the paper's, but floors 8-10 still 1.6-2.0x (2 and 6 near "
-    "1.5) and one repetition "
-    "is no evidence. It took 99 min on one core (n-model-views 14 min): the 12 networks on 312 "
+    "1.5) and one repetition is no evidence. It took 99 min on one core (n-model-views 14 min): the 12 networks on 312 "
     "inputs sample slowly. Not yet a method of this benchmark: next, a data-features hook in "
     "ScoreLangevin and the variant on every repetition.",
     "BSL AT THE PAPER'S SCALE: MOST OF THE SMALL SCALE'S DEPARTURE GOES (sessions 29-30; "
