@@ -68,6 +68,8 @@ SMALL = {**epidemic5.SMALL, "reps": 10, "localization": LOCALIZATION,
                               "reps": 10}),
          # the facility and room rates' networks see all of S (~20 min a repetition; session 19)
          "views_wide": {**_views, "views": ("beta_facility", "beta_room")},
+         # every rate's network also sees the floor-spread summaries (session 32; pilot session 31)
+         "views_spread": {**_views, "spread": True},
          # the paper's BSL for setting 2 (200 simulations per iteration), first 3 repetitions
          "bsl_paper": {**(PAPER_BSL := {"chains": 10, "length": 1_000, "burn_in": 200, "sims": 200}),
                        "adapt_covariance": True, "reps": 3}}

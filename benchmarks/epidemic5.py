@@ -43,12 +43,15 @@ VIEWS = "n-model-views"
 # the same with the facility and room rates' networks seeing all of S: telling facility-wide from
 # floor transmission needs the infections' spread over the floors (Epidemic.score_views(see_all=))
 VIEWS_WIDE = "n-model-views-wide"
+# every rate's network also sees per-time summaries of how the infections spread over the floors
+# (Epidemic.floor_spread through ScoreLangevin(data_features=), Epidemic.score_views(spread=True))
+VIEWS_SPREAD = "n-model-views-spread"
 # BSL at the paper's chains and simulations per iteration (FULL["bsl"]) on the first repetitions:
 # at the small scale (4 x 300 steps, 50 simulations for a 24-number summary) BSL is too narrow
 BSL_PAPER = "bsl-paper-scale"
-VARIANT_SCALES = {PAPER_TRAINING: "paper_training", VIEWS: "views",
-                  VIEWS_WIDE: "views_wide", BSL_PAPER: "bsl_paper"}  # variant -> its key in SMALL
-N_MODEL_VARIANTS = (PAPER_TRAINING, VIEWS, VIEWS_WIDE)
+VARIANT_SCALES = {PAPER_TRAINING: "paper_training", VIEWS: "views", VIEWS_WIDE: "views_wide",
+                  VIEWS_SPREAD: "views_spread", BSL_PAPER: "bsl_paper"}  # variant -> its key in SMALL
+N_MODEL_VARIANTS = (PAPER_TRAINING, VIEWS, VIEWS_WIDE, VIEWS_SPREAD)
 
 
 def _paper_rows(rows: dict[str, tuple], cost: dict) -> dict:
@@ -150,11 +153,14 @@ def make_methods(model, scale: dict, chosen: list[str], *, localize: bool, seed:
         s = scale[key]
         # "views": True (each rate's two columns) or the names of the rates that see all of S
         views = s.get("views")
-        views = (model.score_views() if views is True else model.score_views(see_all=views)) if views else None
+        # "spread": every view also sees the floor-spread summaries, appended to vec(S)
+        spread = bool(s.get("spread"))
+        views = (model.score_views(spread=spread) if views is True
+                 else model.score_views(see_all=views, spread=spread)) if views else None
         est = ScoreLangevin(
             prior, sim, mode="full", localize=localize, localization=scale["localization"],
             num_simulations=s["N"], hidden=s.get("hidden", (512, 256, 128)), activation="elu",
-            score_views=views,
+            score_views=views, data_features=model.floor_spread if spread else None,
             schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=0, batch_size=s["batch"],
                                       lr=s.get("lr", (1e-4, 1e-5)), validation_fraction=s["validation"]),
             curvature_penalties=(0.0,), parameter_names=names, seed=s_, progress=False)
@@ -198,6 +204,7 @@ def make_methods(model, scale: dict, chosen: list[str], *, localize: bool, seed:
              PAPER_TRAINING: lambda x_obs, s_: nmodel(x_obs, s_, "paper_training"),
              VIEWS: lambda x_obs, s_: nmodel(x_obs, s_, "views"),
              VIEWS_WIDE: lambda x_obs, s_: nmodel(x_obs, s_, "views_wide"),
+             VIEWS_SPREAD: lambda x_obs, s_: nmodel(x_obs, s_, "views_spread"),
              BSL_PAPER: lambda x_obs, s_: bsl_fn(x_obs, s_, "bsl_paper")}
     return {m: table[m] for m in chosen}
 
@@ -231,7 +238,7 @@ def _fingerprinted(small: dict, scale: dict, variants: list[str]) -> dict[str, d
     the paper-scale BSL's (fingerprinted since sessions 18 and 29; the other methods' records
     predate fingerprints)."""
     out = {}
-    for variant in (VIEWS, VIEWS_WIDE, BSL_PAPER):
+    for variant in (VIEWS, VIEWS_WIDE, VIEWS_SPREAD, BSL_PAPER):
         if variant in variants:
             settings = {k: v for k, v in small[VARIANT_SCALES[variant]].items() if k != "reps"}
             out[variant] = {**settings, "localization": scale.get("localization")}
@@ -379,6 +386,13 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
            "transmission needs how the infections spread over the floors; "
            + _views_settings(small["views_wide"], args.reps)]
           if VIEWS_WIDE in variants and not args.full else []),
+        *([f"{VIEWS_SPREAD}: {VIEWS} with every rate's network also seeing 4 per-time summaries of the floors' "
+           "prevalences (SD, max and min over the floors, and the covariance over the floors of each floor's "
+           "increment with its previous prevalence): ScoreLangevin(data_features=model.floor_spread, "
+           "score_views=model.score_views(spread=True)), beyond the paper; facility-wide transmission lifts "
+           "every floor alike, floor transmission grows each floor in proportion to its own prevalence; "
+           + _views_settings(small["views_spread"], args.reps)]
+          if VIEWS_SPREAD in variants and not args.full else []),
         *([f"{BSL_PAPER}: BSL with the paper's chains and simulations per iteration ({bp['chains']} chains x "
            f"{bp['length']:,} iterations, {bp['burn_in']} burn-in, {bp['sims']} simulations: cost "
            + f"{bp['chains'] * bp['length'] * bp['sims']:.0e}".replace("e+0", "e") + "), the random walk's "

@@ -87,6 +87,22 @@ def test_ragged_views_keep_each_output_on_its_own_view():
         assert {k for k in range(D) if change[k] > 0} == {j, 1}
 
 
+@pytest.mark.parametrize("hidden", [(16, 8), ()])
+def test_chain_drift_with_the_data_part_computed_once_equals_the_forward_pass(hidden):
+    """sum_over_observations splits each first layer into theta and data parts (views of two
+    lengths, several observations, chains in chunks of 3) and must equal the plain sum."""
+    torch.manual_seed(0)
+    net = CoordinateViewScoreNet(D, N_OBS * D, ragged_views(), hidden=hidden)
+    theta, x, _, _ = gaussian_table(64, 6)
+    net.fit_standardisation(theta, x)
+    chains, data = theta[:7], x[:4, 0]  # 7 chains, 4 observations of the full view
+    with torch.no_grad():
+        fast = net.sum_over_observations(chains, data, max_elements=3 * 4 * D * 16)
+        slow = net(chains[:, None, :], data[None]).sum(1)
+    assert torch.allclose(fast, slow, atol=1e-5, rtol=1e-5)
+    assert slow.abs().min() > 1e-4  # outputs of every coordinate are compared, not zeros
+
+
 def r_squared(net, theta, x, true_score):
     with torch.no_grad():
         pred = net(theta[:, None, :], x).sum(1)
@@ -202,3 +218,75 @@ max_steps = 20"""
     assert run_config(tmp_path, "epidemic5", options) == 0
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert len(summary["parameters"]) == 7
+
+
+def sample_means(view):
+    """``vec(x) [..., n D] -> [..., D]``: each coordinate's mean over the observations."""
+    return view.reshape(*view.shape[:-1], N_OBS, D).mean(-2)
+
+
+def test_views_on_data_features_alone_give_the_analytic_posterior():
+    """Coordinate j's network sees only the appended feature mean_i x_ij (sufficient for theta_j):
+    the posterior must still be the analytic N(sum x / (n + 1/4), 1 / (n + 1/4))."""
+    g = torch.Generator().manual_seed(7)
+    truth = torch.tensor([0.5, -1.0, 1.5], dtype=torch.float64)
+    x_obs = gaussian_simulator(truth[None], N_OBS, g)[0]
+    est = ScoreLangevin(prior(), gaussian_simulator, mode="full", localize=False, num_simulations=3000,
+                        data_features=sample_means, score_views=[[N_OBS * D + j] for j in range(D)],
+                        hidden=(32, 16), seed=1, progress=False,
+                        schedule=TrainingSchedule(epochs=40, penalty_epochs=0, batch_size=64, lr=(3e-3, 1e-4),
+                                                  validation_fraction=0.2))
+    post = est.fit(x_obs).sample(400, chains=200, max_steps=2000)
+    draws = post.draws.reshape(-1, D)
+    precision = N_OBS + 0.25
+    mean, sd = x_obs.sum(0) / precision, precision ** -0.5
+    assert ((draws.mean(0) - mean).abs() < 0.35 * sd).all(), (draws.mean(0), mean, sd)
+    assert ((draws.std(0) / sd - 1).abs() < 0.15).all(), draws.std(0) / sd
+
+
+def test_data_features_errors_come_before_any_simulation():
+    with pytest.raises(ValueError, match="data_features needs mode 'n', 'full' or 'markov'"):
+        ScoreLangevin(prior(), gaussian_simulator, mode="single", data_features=sample_means)
+    with pytest.raises(TypeError, match="data_features must be a function"):
+        ScoreLangevin(prior(), gaussian_simulator, mode="full", data_features=[1, 2])
+    calls = []
+
+    def counting(theta, n, generator=None):
+        calls.append(len(theta))
+        return gaussian_simulator(theta, n, generator)
+
+    for features, message in ((lambda v: v.sum(-1), r"must map the network's view \[..., p\]"),
+                              (lambda v: v[..., :1] / 0.0, "non-finite values")):
+        est = ScoreLangevin(prior(), counting, mode="full", localize=False, data_features=features,
+                            progress=False)
+        with pytest.raises(ValueError, match=message):
+            est.fit(torch.ones(N_OBS, D))
+    # features indexed by the views: an index past p + k is caught too
+    est = ScoreLangevin(prior(), counting, mode="full", localize=False, data_features=sample_means,
+                        score_views=[[N_OBS * D + D]] * D, progress=False)
+    with pytest.raises(ValueError, match="outside the network's data view of length 33"):
+        est.fit(torch.zeros(N_OBS, D))
+    assert calls == [2, 2, 2]  # the pilots only
+
+
+def test_epidemic_floor_spread_matches_its_definition():
+    """sd, max, min over the floors of p_j(t), and cov_j(p_j(t) - p_j(t-1), p_j(t-1)), per time."""
+    model = get_model("epidemic5")
+    T, width, J = model.steps, model.floors + 2, model.floors
+    g = torch.Generator().manual_seed(0)
+    S = torch.rand(2, T, width, generator=g, dtype=torch.float64)
+    got = model.floor_spread(S.reshape(2, -1)).reshape(2, T, 4)
+    for b in range(2):
+        for t in (0, 1, T - 1):
+            p = S[b, t, 1:J + 1]
+            prev = S[b, t - 1, 1:J + 1] if t > 0 else torch.zeros(J, dtype=torch.float64)
+            inc = p - prev
+            cov = ((inc - inc.mean()) * (prev - prev.mean())).sum() / J
+            want = torch.stack([p.std(), p.max(), p.min(), cov])
+            assert torch.allclose(got[b, t], want), (b, t)
+    views = model.score_views(spread=True)
+    spread_idx = list(range(T * width, T * (width + 4)))
+    assert all(v[-4 * T:] == spread_idx for v in views)
+    assert [v[:-4 * T] for v in views] == model.score_views()
+    with pytest.raises(ValueError, match="takes vec\\(S\\) of length"):
+        model.floor_spread(S[:, :-1].reshape(2, -1))

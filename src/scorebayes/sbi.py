@@ -114,6 +114,13 @@ class ScoreLangevin:
             of them). ``None`` (default): one network sees everything. Beyond the paper; on the
             epidemic with 10 floors, ``model.score_views()`` narrows floor 1 from the prior's
             width to the paper's (``benchmarks/epidemic10.py``).
+        data_features: summaries appended to the network's view of every data set (simulated
+            and observed): ``data_features(view [..., p_net]) -> [..., k]``, a deterministic
+            function applied row by row; the networks then see ``p_net + k`` inputs and
+            ``score_views`` may index the summaries at ``p_net, ..., p_net + k - 1``. Use it
+            for summaries a network on a narrow view cannot form itself, e.g.
+            :meth:`scorebayes.models.Epidemic.floor_spread` (how infections spread across the
+            floors, which tells facility-wide from floor transmission).
         network_coordinates: ``"unconstrained"`` (default): the networks take :math:`u`;
             ``"constrained"``: they take :math:`\theta = T(u)` and their outputs are mapped to
             :math:`u` by the exact diagonal Jacobian
@@ -177,6 +184,7 @@ class ScoreLangevin:
         hidden: Sequence[int] = (64, 64),
         activation: str = "elu",
         score_views: Sequence[Sequence[int]] | None = None,
+        data_features: Callable[[Tensor], Tensor] | None = None,
         network_coordinates: str = "unconstrained",
         schedule: TrainingSchedule | None = None,
         mean_schedule: TrainingSchedule | None = None,
@@ -236,6 +244,12 @@ class ScoreLangevin:
                 raise ValueError("score_views needs mode 'n', 'full' or 'markov' (the single-model's "
                                  "debiasing network h(theta) has no data view)")
             self.score_views = check_views(score_views, self.space.dim)
+        if data_features is not None and not callable(data_features):
+            raise TypeError(f"data_features must be a function of the network's view, got {data_features!r}")
+        if data_features is not None and mode == "single":
+            raise ValueError("data_features needs mode 'n', 'full' or 'markov' (the single-model's "
+                             "networks take raw observations)")
+        self.data_features = data_features
         # an n-model step carries batch_size * n observations: fewer data sets per step
         self.schedule = schedule or (TrainingSchedule() if mode == "single" else TrainingSchedule(batch_size=32))
         self.mean_schedule = mean_schedule or TrainingSchedule(batch_size=32)
@@ -270,18 +284,30 @@ class ScoreLangevin:
     def _observations(self, x_obs: Tensor) -> Tensor:
         """The network's view of the observed data: ``[n_units, p_net]``."""
         if self.mode == "full":
-            return x_obs.reshape(1, -1)
+            return self._with_features(x_obs.reshape(1, -1))
         if self.mode == "markov":
-            return torch.cat([x_obs[:-1], x_obs[1:]], dim=-1)
-        return x_obs
+            return self._with_features(torch.cat([x_obs[:-1], x_obs[1:]], dim=-1))
+        return self._with_features(x_obs)
 
     def _table_view(self, x: Tensor) -> Tensor:
         """Simulated data sets ``[N, n, p]`` -> network inputs ``[N, m, p_net]``."""
         if self.mode == "full":
-            return x.reshape(x.shape[0], 1, -1)
+            return self._with_features(x.reshape(x.shape[0], 1, -1))
         if self.mode == "markov":
-            return torch.cat([x[:, :-1], x[:, 1:]], dim=-1)
-        return x
+            return self._with_features(torch.cat([x[:, :-1], x[:, 1:]], dim=-1))
+        return self._with_features(x)
+
+    def _with_features(self, view: Tensor) -> Tensor:
+        """``view [..., p]`` -> ``[..., p + k]`` with ``data_features`` appended (or unchanged)."""
+        if self.data_features is None:
+            return view
+        extra = torch.as_tensor(self.data_features(view))
+        if extra.shape[:-1] != view.shape[:-1] or extra.dim() != view.dim():
+            raise ValueError(f"data_features must map the network's view [..., p] = {tuple(view.shape)} "
+                             f"to [..., k], got {tuple(extra.shape)}")
+        if not torch.isfinite(extra).all():
+            raise ValueError("data_features returned non-finite values")
+        return torch.cat([view, extra.to(view.dtype)], -1)
 
     def _noisy(self, x: Tensor, *keys: Any) -> Tensor:
         if self.noise_sd is None:
@@ -365,6 +391,9 @@ class ScoreLangevin:
         if pilot.shape[-1] != x_obs.shape[-1]:
             raise ValueError(f"the simulator returns p={pilot.shape[-1]} columns per observation but "
                              f"the observed data have p={x_obs.shape[-1]}")
+        if self.data_features is not None:  # the summaries work on a table and on the observed data
+            self._table_view(pilot.to(x_obs.dtype))
+            self._observations(x_obs)
         if self.score_views is not None:
             check_views(self.score_views, self.space.dim, self._observations(x_obs).shape[-1])
         start = time.perf_counter()

@@ -207,7 +207,33 @@ class Epidemic(Model):
         )
         self.epidemic_simulator = sim
 
-    def score_views(self, see_all: Sequence[str] = ()) -> list[list[int]]:
+    SPREAD_FEATURES = 4
+
+    def floor_spread(self, view: Tensor) -> Tensor:
+        r"""How the observed infections spread across the floors, per time: ``vec(S) [..., T (J+2)]``
+        -> ``[..., 4 T]`` (entry ``(t, k)`` at ``4 t + k``), for ``ScoreLangevin(data_features=...)``.
+
+        With :math:`p_j(t)` floor :math:`j`'s prevalence (column :math:`j` of :math:`S`) and
+        :math:`p_j(0^-) = 0`, the four summaries over the floors are
+
+        .. math:: \operatorname{sd}_j p_j(t),\quad \max_j p_j(t),\quad \min_j p_j(t),\quad
+                  \operatorname{cov}_j\big(p_j(t) - p_j(t-1),\ p_j(t-1)\big).
+
+        Facility-wide transmission lifts every floor alike, floor transmission grows each floor in
+        proportion to its own prevalence: a network that sees only the facility and room columns
+        (or one floor's) cannot tell the two apart, these summaries can (beyond the paper;
+        ``benchmarks/epidemic10.py``, variant n-model-views-spread).
+        """
+        width, T, J = self.floors + 2, self.steps, self.floors
+        if view.shape[-1] != T * width:
+            raise ValueError(f"floor_spread takes vec(S) of length T (J+2) = {T * width}, got {view.shape[-1]}")
+        p = view.reshape(*view.shape[:-1], T, width)[..., 1:J + 1]  # [..., T, J]
+        prev = torch.cat([torch.zeros_like(p[..., :1, :]), p[..., :-1, :]], -2)
+        inc = p - prev
+        cov = ((inc - inc.mean(-1, keepdim=True)) * (prev - prev.mean(-1, keepdim=True))).mean(-1)
+        return torch.stack([p.std(-1), p.amax(-1), p.amin(-1), cov], -1).reshape(*view.shape[:-1], 4 * T)
+
+    def score_views(self, see_all: Sequence[str] = (), spread: bool = False) -> list[list[int]]:
         r"""Per-parameter data views for ``ScoreLangevin(mode="full", score_views=...)``.
 
         Indices into :math:`\text{vec}(S)` (row-major ``[T, J+2]``, entry ``(t, c)`` at
@@ -218,6 +244,8 @@ class Epidemic(Model):
         ``see_all``: names of parameters whose networks see all of :math:`S` instead
         (``T (J+2)`` indices), e.g. ``("beta_facility", "beta_room")``: telling facility-wide
         from floor transmission needs how infections spread over the floors.
+        ``spread``: every view also sees the :meth:`floor_spread` summaries, appended after
+        :math:`\text{vec}(S)` (pass ``data_features=model.floor_spread``): ``4T`` more indices.
         """
         unknown = sorted(set(see_all) - set(self.parameter_names))
         if unknown:
@@ -225,9 +253,9 @@ class Epidemic(Model):
         width = self.floors + 2
         own = [width - 1] + list(range(1, width))  # beta_0 -> room column, beta_j -> column j
         everything = list(range(self.steps * width))
-        return [everything if name in see_all else [t * width + c for c in (0, col) for t in range(self.steps)]
-                for name, col in zip(self.parameter_names, own)]
-
+        extra = list(range(self.steps * width, self.steps * (width + self.SPREAD_FEATURES))) if spread else []
+        return [(everything if name in see_all else [t * width + c for c in (0, col) for t in range(self.steps)])
+                + extra for name, col in zip(self.parameter_names, own)]
 
 def _paper_settings(floors: int) -> dict:
     d = floors + 2

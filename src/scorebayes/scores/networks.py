@@ -247,11 +247,22 @@ class CoordinateViewScoreNet(nn.Module):
         return out / self.theta_norm.scale
 
     def sum_over_observations(self, theta: Tensor, x: Tensor, *, max_elements: int = 2**20) -> Tensor:
-        r""":math:`\sum_{i=1}^n s(\theta_c, X_i)`: ``theta [C, d], x [n, p] -> [C, d]`` (chains chunked)."""
+        r""":math:`\sum_{i=1}^n s(\theta_c, X_i)`: ``theta [C, d], x [n, p] -> [C, d]`` (chains chunked).
+
+        As in :meth:`ScoreNet.sum_over_observations`, each network's first layer is split as
+        :math:`W_\theta\theta + (W_x X_{i,V_j} + b)` and the data part computed once for all
+        chains: with long views (hundreds of inputs) the first layer is most of the work."""
         width = max(w.shape[-1] for b in self.blocks for w in b.weights)
         chunk = max(1, max_elements // max(1, x.shape[0] * self.theta_dim * width))
-        return torch.cat([self(theta[i:i + chunk, None, :], x[None]).sum(1)
-                          for i in range(0, theta.shape[0], chunk)], 0)
+        t_all = self.theta_norm(theta)
+        z = self.x_norm(x)
+        data_parts = [block.first_layer_data(z) for block in self.blocks]  # [n, g, H] each
+        out = []
+        for i in range(0, theta.shape[0], chunk):
+            t = t_all[i:i + chunk, None, :]  # [c, 1, d]
+            out.append(torch.cat([block.forward_from_data(t, part, self.act).sum(1)
+                                  for block, part in zip(self.blocks, data_parts)], -1))
+        return torch.cat(out, 0)[..., self.order] / self.theta_norm.scale
 
     def score_and_jacobian(self, theta: Tensor, x: Tensor) -> tuple[Tensor, Tensor] | None:
         r"""``theta [B, d], x [B, m, p] -> (s [B, m, d], J [B, d, d])``,
@@ -301,6 +312,19 @@ class _ViewBlock(nn.Module):
             h = torch.einsum("...ja,jab->...jb", h, w) + b
             if k < last:
                 h = act(h)
+        return h[..., 0]
+
+    def first_layer_data(self, z: Tensor) -> Tensor:
+        """The data's part of the first pre-activation, :math:`W_x z_{V_j} + b`: ``[*, p] -> [*, g, H]``."""
+        return torch.einsum("...jv,jvh->...jh", z[..., self.views], self.weights[0][:, self.theta_dim:, :]) \
+            + self.biases[0]
+
+    def forward_from_data(self, t: Tensor, data_part: Tensor, act: nn.Module) -> Tensor:
+        """:meth:`forward` with the data part of the first layer given:
+        ``t [*, d], data_part [*, g, H]`` (broadcast) ``-> [*, g]``."""
+        h = torch.einsum("...d,jdh->...jh", t, self.weights[0][:, :self.theta_dim, :]) + data_part
+        for w, b in zip(self.weights[1:], self.biases[1:]):
+            h = torch.einsum("...ja,jab->...jb", act(h), w) + b
         return h[..., 0]
 
     def forward_with_tangent(self, t: Tensor, z: Tensor, act: nn.Module, slope_of, scale: Tensor
