@@ -8,6 +8,11 @@ same run (the ratio is what matters on a noisy machine):
   once per data set, chains in chunks);
 - ``compiled``: the same under ``torch.compile`` (skipped if compilation fails).
 
+A second table times the per-parameter networks (CoordinateViewScoreNet) at the shapes of
+epidemic10's ``n-model-views-spread``: 12 networks of 128 x 64 ELU, each on 312 inputs of one data
+set, C = 1000 chains: the plain forward pass against sum_over_observations, which computes each
+network's first-layer data part once.
+
 Shapes follow the monotone-regression score net: d = 11, p = 2, 3 x 64 ELU, n = 1000,
 C = 1000 (``--small`` for a quick run). FLOPs count multiply-adds as 2 in the matmuls
 (activations and additions not counted).
@@ -26,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from scorebayes.scores.networks import ScoreNet
+from scorebayes.scores.networks import CoordinateViewScoreNet, ScoreNet
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -58,6 +63,22 @@ def drift_flops(net: ScoreNet, chains: int, n: int, naive: bool) -> float:
         return float(chains * n * per_pair)
     return float(chains * n * per_pair + 2 * n * net.x_dim * first.out_features
                  + 2 * chains * net.theta_dim * first.out_features)
+
+
+def view_networks(chains: int, repeats: int) -> dict:
+    """Seconds per drift of the per-parameter networks: forward pass vs data part computed once."""
+    d, T, width, k = 12, 52, 12, 4  # epidemic10: 12 rates, vec(S) of 52 x 12, 4 spread summaries a time
+    views = [[t * width + c for c in (0, j % width) for t in range(T)] + list(range(T * width, T * (width + k)))
+             for j in range(d)]
+    net = CoordinateViewScoreNet(d, T * (width + k), views, hidden=(128, 64)).eval()
+    theta, x = torch.randn(chains, d), torch.rand(1, T * (width + k))
+    forward = lambda: net(theta[:, None, :], x[None]).sum(1)  # noqa: E731
+    split = lambda: net.sum_over_observations(theta, x)  # noqa: E731
+    with torch.no_grad():
+        assert torch.allclose(forward(), split(), rtol=1e-4, atol=1e-4)
+        rows = {"forward": best_time(forward, repeats), "data part once": best_time(split, repeats)}
+    return {"shape": {"chains": chains, "networks": d, "inputs": len(views[0]), "hidden": [128, 64]},
+            "seconds": rows, "speed-up": rows["forward"] / rows["data part once"]}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -106,6 +127,7 @@ def main(argv: list[str] | None = None) -> dict:
         "shape": {"chains": args.chains, "n": args.n, "d": d, "p": p, "hidden": [64, 64, 64]},
         "matmul_gflops": peak,
         "methods": rows,
+        "view_networks": view_networks(args.chains, args.repeats),
     }
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "langevin_drift.json").write_text(json.dumps(result, indent=2))
@@ -118,6 +140,13 @@ def main(argv: list[str] | None = None) -> dict:
             lines.append(f"| {name} | {row['seconds']:.4f} | {row['gflops']:.1f} | {row['fraction_of_matmul']:.2f} |")
         else:
             lines.append(f"| {name} | failed: {row['error']} | | |")
+    views = result["view_networks"]
+    lines += ["", f"Per-parameter networks (CoordinateViewScoreNet, epidemic10's n-model-views-spread): "
+              f"{views['shape']['networks']} networks of 128 x 64 ELU on {views['shape']['inputs']} inputs, "
+              f"C = {args.chains} chains, one data set\n",
+              "| implementation | seconds per drift |", "|---|---|"]
+    lines += [f"| {name} | {sec:.4f} |" for name, sec in views["seconds"].items()]
+    lines.append(f"\nSpeed-up of computing the data part once: **{views['speed-up']:.2f}x**")
     (RESULTS / "langevin_drift.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return result
