@@ -257,6 +257,7 @@ class Epidemic(Model):
         return [(everything if name in see_all else [t * width + c for c in (0, col) for t in range(self.steps)])
                 + extra for name, col in zip(self.parameter_names, own)]
 
+
 def _paper_settings(floors: int) -> dict:
     d = floors + 2
     setting1 = floors <= 5

@@ -306,13 +306,7 @@ class _ViewBlock(nn.Module):
 
     def forward(self, t: Tensor, z: Tensor, act: nn.Module) -> Tensor:
         """``[*, d], [*, p] -> [*, g]``: the networks' outputs before the parameter scale."""
-        h = self._inputs(t, z)
-        last = len(self.weights) - 1
-        for k, (w, b) in enumerate(zip(self.weights, self.biases)):
-            h = torch.einsum("...ja,jab->...jb", h, w) + b
-            if k < last:
-                h = act(h)
-        return h[..., 0]
+        return self.forward_from_data(t, self.first_layer_data(z), act)
 
     def first_layer_data(self, z: Tensor) -> Tensor:
         """The data's part of the first pre-activation, :math:`W_x z_{V_j} + b`: ``[*, p] -> [*, g, H]``."""
