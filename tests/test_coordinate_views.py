@@ -198,17 +198,21 @@ def run_config(tmp_path, model_name: str, options: str) -> int:
     return main(["run", str(cfg), "--out", str(tmp_path / "o"), "--quiet"])
 
 
-@pytest.mark.parametrize("model_name, views, message", [
-    ("gaussian_mean", '"builtin"', "needs a builtin model with data views"),
-    ("epidemic5", '"own"', 'must be a list of index lists or "builtin"'),
+@pytest.mark.parametrize("model_name, options, message", [
+    ("gaussian_mean", 'score_views = "builtin"', "needs a builtin model with data views"),
+    ("epidemic5", 'score_views = "own"', 'must be a list of index lists or "builtin"'),
+    ("gaussian_mean", 'data_features = "builtin"', 'data_features = "builtin" needs a builtin epidemic'),
+    ("epidemic5", 'data_features = 3', "data_features must be a function"),
 ])
-def test_cli_score_views_errors(tmp_path, capsys, model_name, views, message):
-    assert run_config(tmp_path, model_name, f"score_views = {views}") == 2
+def test_cli_score_views_errors(tmp_path, capsys, model_name, options, message):
+    assert run_config(tmp_path, model_name, options) == 2
     assert message in capsys.readouterr().err
 
 
-def test_cli_builtin_score_views_run(tmp_path):
-    options = """score_views = "builtin"
+@pytest.mark.parametrize("features", ["", 'data_features = "builtin"', 'data_features = "feat.py:overall_mean"'])
+def test_cli_builtin_score_views_run(tmp_path, features):
+    (tmp_path / "feat.py").write_text("def overall_mean(view):\n    return view.mean(-1, keepdim=True)\n")
+    options = 'score_views = "builtin"\n' + features + """
 hidden = [8]
 num_simulations = 40
 schedule = {epochs = 1, penalty_epochs = 0, batch_size = 10}

@@ -7,6 +7,8 @@ and ``mean_schedule`` onto :class:`~scorebayes.scores.training.TrainingSchedule`
 ``localization = {replicates = 50}`` onto :func:`scorebayes.localize.localize` options.
 ``weight_fn`` and ``support_fn`` may name ``"file.py:function"``. ``score_views = "builtin"``
 takes a builtin model's per-parameter data views (``Epidemic.score_views``).
+``data_features`` may name ``"file.py:function"`` or be ``"builtin"``: the builtin epidemic's
+floor-spread summaries (``Epidemic.floor_spread``), which ``score_views = "builtin"`` then includes.
 ``mh_correction = "quadrature"`` or ``"learned"`` replaces the unadjusted Langevin chains by
 MH-corrected MALA chains (:func:`scorebayes.samplers.sbi_mh.mh_correct`; of the sampling
 options only ``num_samples`` and ``chains`` apply then).
@@ -52,7 +54,8 @@ def split_options(options: dict[str, Any], base_dir: Path) -> tuple[dict[str, An
             if "lr" in value:
                 value = {**value, "lr": tuple(value["lr"])}
             value = TrainingSchedule(**value)
-        elif key in ("weight_fn", "support_fn") and isinstance(value, str):
+        elif isinstance(value, str) and (key in ("weight_fn", "support_fn")
+                                         or (key == "data_features" and value != "builtin")):
             value = load_callable(value, base_dir, what=f"[options] {key}")
         elif key == "score_views" and isinstance(value, str) and value != "builtin":
             raise ConfigError('[options] score_views must be a list of index lists or "builtin", '
@@ -78,11 +81,17 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
                           f"got {mh_correction!r}")
     init, sample = split_options(options, base_dir)
     model = builtin_model(config)
+    spread = init.get("data_features") == "builtin"
+    if spread:
+        if model is None or not hasattr(model, "floor_spread"):
+            raise ConfigError('[options] data_features = "builtin" needs a builtin epidemic model '
+                              "(builtin:epidemic5, builtin:epidemic10)")
+        init["data_features"] = model.floor_spread
     if init.get("score_views") == "builtin":
         if model is None or not hasattr(model, "score_views"):
             raise ConfigError('[options] score_views = "builtin" needs a builtin model with data views '
                               "(builtin:epidemic5, builtin:epidemic10)")
-        init["score_views"] = model.score_views()
+        init["score_views"] = model.score_views(spread=spread)
     if model is not None:
         # Model.support -> support_fn; the weight function only where it is valid (n-model)
         sources = {"support_fn": "support", "weight_fn": "weight_fn"}
