@@ -63,3 +63,13 @@ def test_bsl_paper_scale_is_compared_with_the_papers_bsl_row(bench):
     assert (settings["chains"], settings["length"], settings["sims"]) == (10, 1_000, 100)
     fingerprinted = bench._fingerprinted(bench.SMALL, bench.SMALL, [bench.BSL_PAPER])
     assert fingerprinted[bench.BSL_PAPER]["sims"] == 100 and "reps" not in fingerprinted[bench.BSL_PAPER]
+
+
+def test_views_spread_is_an_n_model_variant_whose_settings_are_fingerprinted(bench):
+    """The floor-spread variant is compared with the paper's n-model row, and its settings
+    (``spread`` included) are part of its records' fingerprint, so changing them re-runs it."""
+    paper = bench._paper_rows(bench.TABLE3, bench.COST7)
+    assert paper[bench.VIEWS_SPREAD] == paper["n-model"] and bench.VIEWS_SPREAD in bench.N_MODEL_VARIANTS
+    small = {**bench.SMALL, "views_spread": {"views": True, "spread": True, "hidden": (8,), "reps": 2}}
+    fingerprinted = bench._fingerprinted(small, small, [bench.VIEWS_SPREAD])
+    assert fingerprinted[bench.VIEWS_SPREAD]["spread"] is True and "reps" not in fingerprinted[bench.VIEWS_SPREAD]
