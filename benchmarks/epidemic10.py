@@ -116,9 +116,12 @@ NOTES = (
     "0.59 / 0.77 / 0.97 / 0.82 / 1.18 / 1.04 / 1.57 / 2.24 / 1.46 / 3.61; 11 of 12 covered (floor "
     "9 missed, bias 0.16) against 8 and 11. Narrower than n-model-views on 10 of 12 rates, and the"
     " facility and room rates near the paper's, but floors 8-10 still 1.6-2.0x (2 and 6 near "
-    "1.5) and one repetition is no evidence. It took 99 min on one core (n-model-views 14 min): the 12 networks on 312 "
-    "inputs sample slowly. Not yet a method of this benchmark: next, a data-features hook in "
-    "ScoreLangevin and the variant on every repetition.",
+    "1.5) and one repetition is no evidence. It took 99 min (n-model-views 14 min; not broken "
+    "down, and run next to other jobs). It is now the method n-model-views-spread (session 32, "
+    "ScoreLangevin(data_features=model.floor_spread)), with its own seed, so its repetition 3 "
+    "differs from this pilot's; it takes 23-30 min a repetition on one core, after "
+    "CoordinateViewScoreNet's chain drift began computing each network's first-layer data part "
+    "once (3.6x faster at these shapes, langevin_drift.md).",
     "BSL AT THE PAPER'S SCALE: MOST OF THE SMALL SCALE'S DEPARTURE GOES (sessions 29-30; "
     "`scorebayes bench epidemic10 --only-reps 0,1,2 --methods bsl-paper-scale`, 40-60 min a "
     "repetition on one core). At the small scale BSL is far narrower than the paper's row, with "

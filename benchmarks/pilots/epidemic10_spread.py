@@ -1,4 +1,8 @@
-"""Pilot (session 31, not a benchmark method yet; note "A LEAD" in ``epidemic10.py``): per-rate networks that also see floor-spread summaries of S.
+"""Pilot (session 31; note "A LEAD" in ``epidemic10.py``): per-rate networks that also see floor-spread summaries of S.
+
+Kept to reproduce the pilot's record. The method itself is now the benchmark variant
+``n-model-views-spread`` (``ScoreLangevin(data_features=model.floor_spread,
+score_views=model.score_views(spread=True))``, the same summaries), with a seed of its own.
 
 n-model-views with the same seed (so the same localization, table and training RNG) as the
 benchmark's record, but every rate's view is its two columns of S plus 4 per-time summaries of
