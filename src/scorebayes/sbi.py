@@ -284,18 +284,22 @@ class ScoreLangevin:
     def _observations(self, x_obs: Tensor) -> Tensor:
         """The network's view of the observed data: ``[n_units, p_net]``."""
         if self.mode == "full":
-            return self._with_features(x_obs.reshape(1, -1))
-        if self.mode == "markov":
-            return self._with_features(torch.cat([x_obs[:-1], x_obs[1:]], dim=-1))
-        return self._with_features(x_obs)
+            view = x_obs.reshape(1, -1)
+        elif self.mode == "markov":
+            view = torch.cat([x_obs[:-1], x_obs[1:]], dim=-1)
+        else:
+            view = x_obs
+        return self._with_features(view)
 
     def _table_view(self, x: Tensor) -> Tensor:
         """Simulated data sets ``[N, n, p]`` -> network inputs ``[N, m, p_net]``."""
         if self.mode == "full":
-            return self._with_features(x.reshape(x.shape[0], 1, -1))
-        if self.mode == "markov":
-            return self._with_features(torch.cat([x[:, :-1], x[:, 1:]], dim=-1))
-        return self._with_features(x)
+            view = x.reshape(x.shape[0], 1, -1)
+        elif self.mode == "markov":
+            view = torch.cat([x[:, :-1], x[:, 1:]], dim=-1)
+        else:
+            view = x
+        return self._with_features(view)
 
     def _with_features(self, view: Tensor) -> Tensor:
         """``view [..., p]`` -> ``[..., p + k]`` with ``data_features`` appended (or unchanged)."""
