@@ -46,12 +46,16 @@ VIEWS_WIDE = "n-model-views-wide"
 # every rate's network also sees per-time summaries of how the infections spread over the floors
 # (Epidemic.floor_spread through ScoreLangevin(data_features=), Epidemic.score_views(spread=True))
 VIEWS_SPREAD = "n-model-views-spread"
+# the same summaries for the facility and floor rates only: they inform how transmission splits
+# between the facility and the floors, not the room rate (whose width grew with them, session 32)
+VIEWS_SPREAD_FLOORS = "n-model-views-spread-floors"
 # BSL at the paper's chains and simulations per iteration (FULL["bsl"]) on the first repetitions:
 # at the small scale (4 x 300 steps, 50 simulations for a 24-number summary) BSL is too narrow
 BSL_PAPER = "bsl-paper-scale"
 VARIANT_SCALES = {PAPER_TRAINING: "paper_training", VIEWS: "views", VIEWS_WIDE: "views_wide",
-                  VIEWS_SPREAD: "views_spread", BSL_PAPER: "bsl_paper"}  # variant -> its key in SMALL
-N_MODEL_VARIANTS = (PAPER_TRAINING, VIEWS, VIEWS_WIDE, VIEWS_SPREAD)
+                  VIEWS_SPREAD: "views_spread", VIEWS_SPREAD_FLOORS: "views_spread_floors",
+                  BSL_PAPER: "bsl_paper"}  # variant -> its key in SMALL
+N_MODEL_VARIANTS = (PAPER_TRAINING, VIEWS, VIEWS_WIDE, VIEWS_SPREAD, VIEWS_SPREAD_FLOORS)
 
 
 def _paper_rows(rows: dict[str, tuple], cost: dict) -> dict:
@@ -153,8 +157,9 @@ def make_methods(model, scale: dict, chosen: list[str], *, localize: bool, seed:
         s = scale[key]
         # "views": True (each rate's two columns) or the names of the rates that see all of S
         views = s.get("views")
-        # "spread": every view also sees the floor-spread summaries, appended to vec(S)
-        spread = bool(s.get("spread"))
+        # "spread": True (every view) or the names of the rates whose views also see the
+        # floor-spread summaries, appended to vec(S)
+        spread = s.get("spread") or False
         views = (model.score_views(spread=spread) if views is True
                  else model.score_views(see_all=views, spread=spread)) if views else None
         est = ScoreLangevin(
@@ -205,6 +210,7 @@ def make_methods(model, scale: dict, chosen: list[str], *, localize: bool, seed:
              VIEWS: lambda x_obs, s_: nmodel(x_obs, s_, "views"),
              VIEWS_WIDE: lambda x_obs, s_: nmodel(x_obs, s_, "views_wide"),
              VIEWS_SPREAD: lambda x_obs, s_: nmodel(x_obs, s_, "views_spread"),
+             VIEWS_SPREAD_FLOORS: lambda x_obs, s_: nmodel(x_obs, s_, "views_spread_floors"),
              BSL_PAPER: lambda x_obs, s_: bsl_fn(x_obs, s_, "bsl_paper")}
     return {m: table[m] for m in chosen}
 
@@ -238,7 +244,7 @@ def _fingerprinted(small: dict, scale: dict, variants: list[str]) -> dict[str, d
     the paper-scale BSL's (fingerprinted since sessions 18 and 29; the other methods' records
     predate fingerprints)."""
     out = {}
-    for variant in (VIEWS, VIEWS_WIDE, VIEWS_SPREAD, BSL_PAPER):
+    for variant in (VIEWS, VIEWS_WIDE, VIEWS_SPREAD, VIEWS_SPREAD_FLOORS, BSL_PAPER):
         if variant in variants:
             settings = {k: v for k, v in small[VARIANT_SCALES[variant]].items() if k != "reps"}
             out[variant] = {**settings, "localization": scale.get("localization")}
@@ -292,6 +298,15 @@ def _anchored_widths(records: list[dict], paper: dict | None, reps: int, names: 
             f"{method}'s widths over {ANCHOR}'s, divided by the paper's {method} over NPE: "
             + " / ".join(f"{v:.2f}" for v in ratio.tolist()) + " (parameter order; 1 = the paper's ratio).")
     return lines
+
+
+def _spread_rates(names: list[str]) -> list[str]:
+    """Names for a note, runs of floors shortened: beta_floor1 .. beta_floor10 -> floors 1-10."""
+    floors = [int(n.removeprefix("beta_floor")) for n in names if n.startswith("beta_floor")]
+    others = [n for n in names if not n.startswith("beta_floor")]
+    run = (f"floors {floors[0]}-{floors[-1]}" if floors == list(range(floors[0], floors[-1] + 1))
+           else "floors " + ", ".join(map(str, floors))) if floors else None
+    return others + ([run] if run else [])
 
 
 def _views_settings(views: dict, reps: int) -> str:
@@ -393,6 +408,11 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
            "every floor alike, floor transmission grows each floor in proportion to its own prevalence; "
            + _views_settings(small["views_spread"], args.reps)]
           if VIEWS_SPREAD in variants and not args.full else []),
+        *([f"{VIEWS_SPREAD_FLOORS}: {VIEWS_SPREAD} with the summaries in the views of "
+           + ", ".join(_spread_rates(small["views_spread_floors"]["spread"])) + " only "
+           "(ScoreLangevin(score_views=model.score_views(spread=names))): they tell facility-wide from floor "
+           "transmission, not room transmission; " + _views_settings(small["views_spread_floors"], args.reps)]
+          if VIEWS_SPREAD_FLOORS in variants and not args.full else []),
         *([f"{BSL_PAPER}: BSL with the paper's chains and simulations per iteration ({bp['chains']} chains x "
            f"{bp['length']:,} iterations, {bp['burn_in']} burn-in, {bp['sims']} simulations: cost "
            + f"{bp['chains'] * bp['length'] * bp['sims']:.0e}".replace("e+0", "e") + "), the random walk's "

@@ -280,3 +280,21 @@ def test_epidemic_floor_spread_matches_its_definition():
     assert [v[:-4 * T] for v in views] == model.score_views()
     with pytest.raises(ValueError, match="takes vec\\(S\\) of length"):
         model.floor_spread(S[:, :-1].reshape(2, -1))
+
+
+def test_epidemic_spread_summaries_go_to_the_named_rates_only():
+    """``spread=names`` appends the summaries to those rates' views and leaves the others' as
+    without them; a name that is not a rate, or a bare string, is an error."""
+    model = get_model("epidemic5")
+    T, width = model.steps, model.floors + 2
+    spread_idx = list(range(T * width, T * (width + 4)))
+    named = ("beta_facility", "beta_floor2")
+    views, plain = model.score_views(spread=named), model.score_views()
+    for name, view, without in zip(model.parameter_names, views, plain):
+        assert view == (without + spread_idx if name in named else without), name
+    assert model.score_views(spread=model.parameter_names) == model.score_views(spread=True)
+    assert model.score_views(spread=()) == plain
+    with pytest.raises(ValueError, match="spread: unknown parameters \\['beta_lobby'\\]"):
+        model.score_views(spread=("beta_lobby",))
+    with pytest.raises(TypeError, match="spread must be True, False or a sequence of names"):
+        model.score_views(spread="beta_room")

@@ -73,3 +73,17 @@ def test_views_spread_is_an_n_model_variant_whose_settings_are_fingerprinted(ben
     small = {**bench.SMALL, "views_spread": {"views": True, "spread": True, "hidden": (8,), "reps": 2}}
     fingerprinted = bench._fingerprinted(small, small, [bench.VIEWS_SPREAD])
     assert fingerprinted[bench.VIEWS_SPREAD]["spread"] is True and "reps" not in fingerprinted[bench.VIEWS_SPREAD]
+
+
+def test_views_spread_floors_gives_the_summaries_to_the_named_rates_and_is_fingerprinted(bench):
+    """The variant with the summaries for some rates only is an n-model variant; the names are in
+    its fingerprint, and its note names them with the floors shortened to a run."""
+    paper = bench._paper_rows(bench.TABLE3, bench.COST7)
+    assert paper[bench.VIEWS_SPREAD_FLOORS] == paper["n-model"]
+    assert bench.VIEWS_SPREAD_FLOORS in bench.N_MODEL_VARIANTS
+    names = ("beta_facility", "beta_floor1", "beta_floor2", "beta_floor3")
+    small = {**bench.SMALL, "views_spread_floors": {"views": True, "spread": names, "reps": 2}}
+    fingerprinted = bench._fingerprinted(small, small, [bench.VIEWS_SPREAD_FLOORS])
+    assert fingerprinted[bench.VIEWS_SPREAD_FLOORS]["spread"] == names
+    assert bench._spread_rates(list(names)) == ["beta_facility", "floors 1-3"]
+    assert bench._spread_rates(["beta_floor1", "beta_floor3"]) == ["floors 1, 3"]

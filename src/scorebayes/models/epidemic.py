@@ -233,7 +233,8 @@ class Epidemic(Model):
         cov = ((inc - inc.mean(-1, keepdim=True)) * (prev - prev.mean(-1, keepdim=True))).mean(-1)
         return torch.stack([p.std(-1), p.amax(-1), p.amin(-1), cov], -1).reshape(*view.shape[:-1], 4 * T)
 
-    def score_views(self, see_all: Sequence[str] = (), spread: bool = False) -> list[list[int]]:
+    def score_views(self, see_all: Sequence[str] = (),
+                    spread: bool | Sequence[str] = False) -> list[list[int]]:
         r"""Per-parameter data views for ``ScoreLangevin(mode="full", score_views=...)``.
 
         Indices into :math:`\text{vec}(S)` (row-major ``[T, J+2]``, entry ``(t, c)`` at
@@ -244,18 +245,23 @@ class Epidemic(Model):
         ``see_all``: names of parameters whose networks see all of :math:`S` instead
         (``T (J+2)`` indices), e.g. ``("beta_facility", "beta_room")``: telling facility-wide
         from floor transmission needs how infections spread over the floors.
-        ``spread``: every view also sees the :meth:`floor_spread` summaries, appended after
-        :math:`\text{vec}(S)` (pass ``data_features=model.floor_spread``): ``4T`` more indices.
+        ``spread``: ``True`` (every view) or the names of the parameters whose views also see the
+        :meth:`floor_spread` summaries, appended after :math:`\text{vec}(S)` (pass
+        ``data_features=model.floor_spread``): ``4T`` more indices.
         """
-        unknown = sorted(set(see_all) - set(self.parameter_names))
-        if unknown:
-            raise ValueError(f"see_all: unknown parameters {unknown}; choose from {self.parameter_names}")
+        if isinstance(spread, str):
+            raise TypeError(f"spread must be True, False or a sequence of names, got {spread!r}")
+        spread_to = set(self.parameter_names) if spread is True else set(spread or ())
+        for option, names in (("see_all", see_all), ("spread", spread_to)):
+            unknown = sorted(set(names) - set(self.parameter_names))
+            if unknown:
+                raise ValueError(f"{option}: unknown parameters {unknown}; choose from {self.parameter_names}")
         width = self.floors + 2
         own = [width - 1] + list(range(1, width))  # beta_0 -> room column, beta_j -> column j
         everything = list(range(self.steps * width))
-        extra = list(range(self.steps * width, self.steps * (width + self.SPREAD_FEATURES))) if spread else []
+        extra = list(range(self.steps * width, self.steps * (width + self.SPREAD_FEATURES)))
         return [(everything if name in see_all else [t * width + c for c in (0, col) for t in range(self.steps)])
-                + extra for name, col in zip(self.parameter_names, own)]
+                + (extra if name in spread_to else []) for name, col in zip(self.parameter_names, own)]
 
 
 def _paper_settings(floors: int) -> dict:
