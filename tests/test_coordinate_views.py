@@ -298,3 +298,28 @@ def test_epidemic_spread_summaries_go_to_the_named_rates_only():
         model.score_views(spread=("beta_lobby",))
     with pytest.raises(TypeError, match="spread must be True, False or a sequence of names"):
         model.score_views(spread="beta_room")
+
+
+def test_the_observed_view_is_built_once_per_data_set():
+    """A chain's drift calls likelihood_score at every step with one data tensor: its view and
+    features are computed once, and again for another tensor or after an in-place edit, with
+    the same scores as a fresh computation."""
+    seen = []
+
+    def recording_means(view):
+        seen.append(view.shape[0])
+        return sample_means(view)
+
+    est = ScoreLangevin(prior(), gaussian_simulator, mode="full", localize=False, num_simulations=60,
+                        hidden=(8,), data_features=recording_means, seed=0, progress=False,
+                        schedule=TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=20))
+    x_obs = torch.zeros(N_OBS, D, dtype=torch.float64)
+    est.fit(x_obs)
+    u = torch.randn(5, D, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    seen.clear()
+    first = [est.likelihood_score(u) for _ in range(3)]
+    assert seen == [1] and all(torch.equal(s, first[0]) for s in first)
+    est.x_obs_.add_(1.0)  # an in-place edit of the fitted estimator's data
+    edited = est.likelihood_score(u)
+    assert seen == [1, 1] and not torch.allclose(edited, first[0])
+    assert torch.equal(est.likelihood_score(u, est.x_obs_.clone()), edited) and seen == [1, 1, 1]

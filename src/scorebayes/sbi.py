@@ -696,7 +696,7 @@ class ScoreLangevin:
         see ``benchmarks/results/langevin_drift.md``; needs a C++ compiler).
         """
         self._check_fitted()
-        data = self._observations(self.x_obs_ if x_obs is None else x_obs).float().to(self.device)
+        data = self._observed_view(self.x_obs_ if x_obs is None else x_obs)
         uf = u.float().to(self.device)
         summed = self.score_net_.sum_over_observations
         if compiled and not torch.is_grad_enabled():
@@ -707,6 +707,22 @@ class ScoreLangevin:
         if self.mean_net_ is not None:
             total = total - len(data) * self.mean_net_(uf)
         return total.to(u.device, torch.float64)
+
+    def _observed_view(self, x_obs: Tensor) -> Tensor:
+        """:meth:`_observations` of ``x_obs`` as float32 on ``self.device``, built once per data set.
+
+        A chain calls :meth:`likelihood_score` with the same data tensor at every step; its view
+        (with any ``data_features`` and their checks) is cached for that tensor. The cache holds
+        the tensor itself, so its ``id`` cannot be reused by another, and its ``_version`` (bumped
+        by in-place edits) must match too.
+        """
+        cached = getattr(self, "_observed_view_cache_", None)
+        key = (x_obs._version, self.device, self.data_features)
+        if cached is not None and cached[0] is x_obs and cached[1] == key:
+            return cached[2]
+        data = self._observations(x_obs).float().to(self.device)
+        self._observed_view_cache_ = (x_obs, key, data)
+        return data
 
     def _sampling_region(self) -> tuple[Tensor, Tensor]:
         """Box in ``u`` where chains may go: the training region, after :meth:`refine_debiasing`
