@@ -18,6 +18,7 @@ References:
 from __future__ import annotations
 
 import hashlib
+import math
 import sys
 import time
 from pathlib import Path
@@ -300,6 +301,59 @@ def _anchored_widths(records: list[dict], paper: dict | None, reps: int, names: 
     return lines
 
 
+def chance_of_a_short_rate(reps: int, rates: int, nominal: float = 0.95, floor: float = 0.90) -> float:
+    r"""Probability that a posterior whose intervals cover with probability ``nominal`` shows an
+    observed coverage below ``floor`` on at least one of ``rates`` parameters over ``reps``
+    repetitions (rates independent): :math:`1 - P(K \ge \lceil f R \rceil)^P`,
+    :math:`K \sim \text{Bin}(R, \text{nominal})`. Shows how often the coverage part of the
+    targets fails by chance alone."""
+    need = math.ceil(floor * reps - 1e-9)
+    enough = sum(math.comb(reps, k) * nominal**k * (1 - nominal) ** (reps - k) for k in range(need, reps + 1))
+    return 1.0 - enough**rates
+
+
+def _target_check(records: list[dict], paper: dict | None, reps: int, names: list[str],
+                  methods: list[str], margin: float = 1.1) -> list[str]:
+    r"""Tables 3 and 6's n-model target, with its Monte Carlo error, one note line per method.
+
+    On the repetitions method :math:`m` ran on, the mean width ratio
+    :math:`\bar r_p = \overline{w_{m,p}} / w^{\text{paper}}_p` and its standard error over
+    repetitions :math:`\text{se}_p`; a rate misses the width target when
+    :math:`\bar r_p > 1.1`, and by more than the Monte Carlo error when
+    :math:`(\bar r_p - 1.1)/\text{se}_p > 2`. Coverage below 0.90 is listed with
+    :func:`chance_of_a_short_rate`, the chance of that for a posterior that covers exactly 95%.
+    """
+    if not paper or "n-model" not in paper:
+        return []
+    paper_w = torch.tensor([paper["n-model"][p][2] for p in names], dtype=torch.float64)
+    lines = []
+    for method in methods:
+        rows = [r for r in records if r["method"] == method and r["rep"] < reps]
+        if len(rows) < 2:
+            continue
+        ratio = torch.tensor([r["width"] for r in rows], dtype=torch.float64) / paper_w
+        mean, se = ratio.mean(0), ratio.std(0) / math.sqrt(len(rows))
+        z = (mean - margin) / se
+        covered = torch.tensor([r["covers"] for r in rows], dtype=torch.float64).sum(0)
+        wide = [f"{n} {mean[k]:.2f} ({z[k]:+.1f} se)" for k, n in enumerate(names) if mean[k] > margin]
+        clear = [n for k, n in enumerate(names) if z[k] > 2]
+        short = [f"{n} {int(covered[k])}" for k, n in enumerate(names) if covered[k] < 0.9 * len(rows) - 1e-9]
+        lines.append(
+            f"TARGET CHECK, {method} ({len(rows)} repetitions; the n-model target is a mean CI95 width at "
+            f"most {margin:g}x the paper's and coverage >= 0.90 on every parameter): "
+            + (f"width above {margin:g}x on {len(wide)} of {len(names)} parameters ("
+               + ", ".join(wide) + "; in brackets (ratio - " + f"{margin:g}) / its standard error), "
+               + (f"by more than 2 standard errors on {len(clear)} (" + ", ".join(clear) + ")"
+                  if clear else "none by more than 2 standard errors")
+               if wide else f"every width within {margin:g}x")
+            + "; " + (f"coverage below 0.90 on {len(short)} (" + ", ".join(short) + f" of {len(rows)})"
+                      if short else "coverage >= 0.90 on every parameter")
+            + f". A posterior covering exactly 95% shows coverage below 0.90 on at least one of "
+            f"{len(names)} parameters over {len(rows)} repetitions with probability "
+            f"{chance_of_a_short_rate(len(rows), len(names)):.2f} (binomial, parameters independent).")
+    return lines
+
+
 def _spread_rates(names: list[str]) -> list[str]:
     """Names for a note, runs of floors shortened: beta_floor1 .. beta_floor10 -> floors 1-10."""
     floors = [int(n.removeprefix("beta_floor")) for n in names if n.startswith("beta_floor")]
@@ -422,6 +476,8 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
         *_same_repetitions(records, paper, args.reps, model.reported_names,
                            [v for v in variants if v in N_MODEL_VARIANTS]),
         *_anchored_widths(records, paper, args.reps, model.reported_names, ["n-model", *variants]),
+        *_target_check(records, paper, args.reps, model.reported_names,
+                       ["n-model", *(v for v in variants if v in N_MODEL_VARIANTS)]),
         *extra_notes,
     ]
     common.write_results(name, command=common.command_line(name), reps=args.reps, methods=summary,

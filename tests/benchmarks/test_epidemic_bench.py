@@ -3,6 +3,7 @@
 import re
 
 import pytest
+import torch
 
 
 @pytest.fixture(scope="module")
@@ -87,3 +88,34 @@ def test_views_spread_floors_gives_the_summaries_to_the_named_rates_and_is_finge
     assert fingerprinted[bench.VIEWS_SPREAD_FLOORS]["spread"] == names
     assert bench._spread_rates(list(names)) == ["beta_facility", "floors 1-3"]
     assert bench._spread_rates(["beta_floor1", "beta_floor3"]) == ["floors 1, 3"]
+
+
+def test_chance_of_a_short_rate_matches_a_simulation(bench):
+    """Binomial formula against simulated coverage counts (200,000 tables of 10 x 12 intervals
+    that each cover with probability 0.95); the tolerance is 4 Monte Carlo standard errors."""
+    g = torch.Generator().manual_seed(0)
+    sims, reps, rates = 200_000, 10, 12
+    covered = (torch.rand(sims, reps, rates, generator=g) < 0.95).sum(1)
+    simulated = (covered < 9).any(1).double().mean().item()
+    exact = bench.chance_of_a_short_rate(reps, rates)
+    assert abs(exact - simulated) < 4 * (exact * (1 - exact) / sims) ** 0.5
+    assert bench.chance_of_a_short_rate(10, 1) == pytest.approx(1 - 0.95**10 - 10 * 0.95**9 * 0.05)
+    assert bench.chance_of_a_short_rate(20, 1, floor=0.0) == pytest.approx(0.0)
+
+
+def test_target_check_lists_wide_and_short_parameters_with_their_standard_errors(bench):
+    """Rate a at the paper's width on every repetition (within target); rate b at 1.5x +- 0.1,
+    above 1.1x by (1.5 - 1.1) / se = 0.4 / (0.115 / 2) = 6.9 standard errors (sd with n - 1),
+    and covered on 2 of 4."""
+    records = [{"method": "n-model", "rep": r, "width": [0.05, 0.10 * (1.5 + d)], "covers": [1.0, c]}
+               for r, (d, c) in enumerate([(-0.1, 1.0), (0.1, 0.0), (-0.1, 1.0), (0.1, 0.0)])]
+    records.append({"method": "n-model", "rep": 4, "width": [9.0, 9.0], "covers": [0.0, 0.0]})  # beyond reps
+    line, = bench._target_check(records, PAPER, 4, NAMES, ["n-model", "not-run"])
+    assert "width above 1.1x on 1 of 2 parameters (b 1.50 (+6.9 se)" in line
+    assert "by more than 2 standard errors on 1 (b)" in line
+    assert "coverage below 0.90 on 1 (b 2 of 4)" in line
+    assert f"probability {bench.chance_of_a_short_rate(4, 2):.2f}" in line
+    good = [{**r, "width": [0.05, 0.10], "covers": [1.0, 1.0]} for r in records[:4]]
+    line, = bench._target_check(good, PAPER, 4, NAMES, ["n-model"])
+    assert "every width within 1.1x" in line and "coverage >= 0.90 on every parameter" in line
+    assert bench._target_check(records, None, 4, NAMES, ["n-model"]) == []
