@@ -1,4 +1,4 @@
-"""DFD-Bayes paper, Section 4.3, Figure 5: Poisson and CMP graphical models of gene expression.
+r"""DFD-Bayes paper, Section 4.3, Figure 5: Poisson and CMP graphical models of gene expression.
 
 Data: ``brca_10.npy`` (878 patients x 10 genes, floor(log(x + 1)) counts). Models: Poisson
 graphical model (55 parameters) and CMP graphical model (65), squared reparametrisation and the

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import time
 
-import torch
 from _dfd_common import Timer, parse_args, pyplot, write_results
 
 from scorebayes.discrete import (

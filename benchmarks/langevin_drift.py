@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> dict:
     }
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "langevin_drift.json").write_text(json.dumps(result, indent=2))
-    lines = [f"# Langevin drift benchmark\n", f"Command: `{result['command']}`  ", f"Machine: {result['machine']}  ",
+    lines = ["# Langevin drift benchmark\n", f"Command: `{result['command']}`  ", f"Machine: {result['machine']}  ",
              f"Shape: C = {args.chains} chains x n = {args.n} observations, d = {d}, p = {p}, 3 x 64 ELU\n",
              f"Machine matmul rate (1024^3 float32, same run): **{peak:.1f} GFLOP/s**\n",
              "| implementation | seconds per drift | GFLOP/s | fraction of matmul |", "|---|---|---|---|"]

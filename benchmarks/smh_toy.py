@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 import torch
 from _smh_common import all_metrics, parser, pyplot, write_results
 

@@ -7,7 +7,6 @@ log bijection) and a linear regression with iid (x, y) rows. Criterion: posterio
 """
 
 import pytest
-import torch
 
 from scorebayes.models import get_model
 from scorebayes.parallel import make_generator

@@ -116,7 +116,7 @@ class MixtureProposal:
         self.space = self.components[0].space
 
     def _log_terms(self, u: Tensor) -> Tensor:
-        """``[B, R]``: :math:`\log w_r + \log q_r(u)`."""
+        r"""``[B, R]``: :math:`\log w_r + \log q_r(u)`."""
         return torch.stack([c.log_prob_unconstrained(u) for c in self.components], -1) + self.weights.log()
 
     def sample(self, num: int, generator: torch.Generator | None = None) -> Tensor:

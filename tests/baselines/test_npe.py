@@ -1,6 +1,5 @@
 """NPE (sbi MAF) and the Gaussian NPE on a linear-Gaussian model with an analytic posterior."""
 
-import math
 
 import pytest
 import torch

@@ -7,7 +7,7 @@ import torch
 from scipy import optimize
 
 from scorebayes.discrete import (
-    CMPGraphicalModel, CMPModel, DFDLoss, DiscreteModel, Domain, IsingModel, KSDLoss, PoissonGraphicalModel,
+    CMPGraphicalModel, CMPModel, DFDLoss, DiscreteModel, IsingModel, KSDLoss, PoissonGraphicalModel,
     PoissonModel, PseudoLikelihoodLoss, TruncatedLikelihoodLoss, UserModel, BernoulliModel, sample_cmp,
 )
 

@@ -41,7 +41,7 @@ __all__ = ["TrainingSchedule", "FitReport", "fit_score_network", "fit_mean_netwo
 
 @dataclass
 class TrainingSchedule:
-    """Optimisation settings of one network.
+    r"""Optimisation settings of one network.
 
     Arguments:
         epochs: maximum epochs of the warm-start phase (no penalty).
@@ -268,7 +268,7 @@ def fit_score_network(
     else:  # split and batch whole pairs: unit k of ``tr`` stands for rows pairs[tr[k]]
         unit = pairs.to(device)
         tr, va = split_indices(len(unit), schedule.validation_fraction, generator)
-        tr_rows, va_rows = unit[tr].reshape(-1), unit[va].reshape(-1)
+        va_rows = unit[va].reshape(-1)
     same_table = curvature_theta is theta
     ctr, cva = (tr, va) if same_table else split_indices(len(curvature_theta), schedule.validation_fraction, generator)
 
