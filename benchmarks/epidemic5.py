@@ -313,7 +313,7 @@ def chance_of_a_short_rate(reps: int, rates: int, nominal: float = 0.95, floor: 
 
 
 def _target_check(records: list[dict], paper: dict | None, reps: int, names: list[str],
-                  methods: list[str], margin: float = 1.1) -> list[str]:
+                  methods: list[str], margin: float = 1.1, floor: float = 0.90) -> list[str]:
     r"""Tables 3 and 6's n-model target, with its Monte Carlo error, one note line per method.
 
     On the repetitions method :math:`m` ran on, the mean width ratio
@@ -337,20 +337,20 @@ def _target_check(records: list[dict], paper: dict | None, reps: int, names: lis
         covered = torch.tensor([r["covers"] for r in rows], dtype=torch.float64).sum(0)
         wide = [f"{n} {mean[k]:.2f} ({z[k]:+.1f} se)" for k, n in enumerate(names) if mean[k] > margin]
         clear = [n for k, n in enumerate(names) if z[k] > 2]
-        short = [f"{n} {int(covered[k])}" for k, n in enumerate(names) if covered[k] < 0.9 * len(rows) - 1e-9]
+        short = [f"{n} {int(covered[k])}" for k, n in enumerate(names) if covered[k] < floor * len(rows) - 1e-9]
         lines.append(
             f"TARGET CHECK, {method} ({len(rows)} repetitions; the n-model target is a mean CI95 width at "
-            f"most {margin:g}x the paper's and coverage >= 0.90 on every parameter): "
+            f"most {margin:g}x the paper's and coverage >= {floor:.2f} on every parameter): "
             + (f"width above {margin:g}x on {len(wide)} of {len(names)} parameters ("
                + ", ".join(wide) + "; in brackets (ratio - " + f"{margin:g}) / its standard error), "
                + (f"by more than 2 standard errors on {len(clear)} (" + ", ".join(clear) + ")"
                   if clear else "none by more than 2 standard errors")
                if wide else f"every width within {margin:g}x")
-            + "; " + (f"coverage below 0.90 on {len(short)} (" + ", ".join(short) + f" of {len(rows)})"
-                      if short else "coverage >= 0.90 on every parameter")
-            + f". A posterior covering exactly 95% shows coverage below 0.90 on at least one of "
+            + "; " + (f"coverage below {floor:.2f} on {len(short)} (" + ", ".join(short) + f" of {len(rows)})"
+                      if short else f"coverage >= {floor:.2f} on every parameter")
+            + f". A posterior covering exactly 95% shows coverage below {floor:.2f} on at least one of "
             f"{len(names)} parameters over {len(rows)} repetitions with probability "
-            f"{chance_of_a_short_rate(len(rows), len(names)):.2f} (binomial, parameters independent).")
+            f"{chance_of_a_short_rate(len(rows), len(names), floor=floor):.2f} (binomial, parameters independent).")
     return lines
 
 
