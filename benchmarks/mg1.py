@@ -27,10 +27,11 @@ from scorebayes.baselines import bsl, npe  # noqa: E402
 from scorebayes.models import get_model  # noqa: E402
 from scorebayes.parallel import derive_seed, make_generator  # noqa: E402
 from scorebayes.sbi import ScoreLangevin, TrainingSchedule  # noqa: E402
+from scorebayes.trust_region import trust_region_fit  # noqa: E402
 
 NAME = "mg1"
 METHODS = ["single-model", "n-model", "abc", "bsl", "npe", "single-model-refined", "n-model-paper-table",
-           "n-model-paper-table-long", "n-model-paper-training"]
+           "n-model-paper-table-long", "n-model-paper-training", "single-model-trust"]
 NAMES = ["theta1", "theta2", "theta3"]
 
 # Table 1 (100 repetitions): (bias, bias_sd, ci_width, ci_width_sd, coverage); Table 4 costs
@@ -83,6 +84,15 @@ SMALL = {
     # and on another from its copy in benchmarks/carried/ (`--carry`, committed)
     "n_paper_training": {**_n_paper_table, "epochs": 5_000, "batch": 500, "lr": (1e-3, 1e-3), "patience": 200,
                          "store": True},
+    # beyond the paper: the single-model's tables moved towards the posterior over 4 rounds
+    # (scorebayes.trust_region.trust_region_fit), each the paper's N for D^S with a 25x smaller D^R,
+    # 2x64 SiLU nets; q starts uninflated (the localization's replicates already spread along the
+    # theta1/width ridge). Cost per round N/n + N_R m_R/n = 800, 4 rounds 3.2e3 (+ localization)
+    "trust": (_trust := {"N": 200_000, "N_R": 2_000, "m_R": 100, "epochs": 40, "penalty_epochs": 10,
+                         "mean_epochs": 60, "mean_penalty_epochs": 10, "batch": 500, "lr": (1e-3, 1e-5),
+                         "hidden": (64, 64), "activation": "silu", "inflation": 1.0, "rounds": 4,
+                         "shrink": 0.5, "floor": 4.0, "round_draws": 300, "round_chains": 30,
+                         "samples": 600, "chains": 60, "max_steps": 20_000, "localize": True, "reps": 3}),
 }
 # the paper's n-model training (Table 1 at --full: the plain "n" row; the variants do not run there)
 _PAPER_N = {"N": 20_000, "epochs": 5_000, "batch": 500, "lr": (1e-3, 1e-3), "samples": 1_000, "chains": 1_000,
@@ -105,6 +115,7 @@ FULL = {
     "n_paper_table": _PAPER_N,
     "n_paper_table_long": _PAPER_N,
     "n_paper_training": {**_PAPER_N, "patience": 200, "store": True},
+    "trust": {**_trust, "samples": 3_000, "chains": 3_000, "reps": 100},
 }
 
 
@@ -120,6 +131,7 @@ def single_estimator(model, s: dict, seed: int) -> ScoreLangevin:
         mean_schedule=TrainingSchedule(epochs=s["mean_epochs"], penalty_epochs=s["mean_penalty_epochs"],
                                        batch_size=s.get("mean_batch", 10)),
         curvature_penalties=(1e-8,), mean_penalties=(1e-8,), noise_sd=0.25, noise_draws=3,
+        proposal_inflation=s.get("inflation", 2.0),
         support_fn=model.support, parameter_names=model.parameter_names, seed=seed, progress=False)
 
 
@@ -145,6 +157,18 @@ def make_methods(model, scale: dict, chosen: list[str]) -> dict:
             post = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
         post.info["refinement_rounds"] = len(est.refinements_)
         return post
+
+    def trust(x_obs, seed):
+        s = scale["trust"]
+        est = trust_region_fit(single_estimator(model, s, seed), x_obs, rounds=s["rounds"], shrink=s["shrink"],
+                               floor=s["floor"], draws=s["round_draws"], chains=s["round_chains"],
+                               max_steps=s["max_steps"])
+        post = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
+        rounds = [{"center_theta": model.to_reported(est.space.to_constrained(r["center"][None]))[0].tolist(),
+                   "sd_u": r["sd"].tolist(), "edge_fraction": r["edge_fraction"],
+                   "laplace_sd_u": r["laplace"].sd.tolist()} for r in est.trust_steps_]
+        return common.MethodResult(post, extra={"trust_rounds": rounds,
+                                                "edge_fraction": post.info.get("edge_fraction")})
 
     def nmodel(x_obs, seed, key="n"):
         s = scale[key]
@@ -189,7 +213,7 @@ def make_methods(model, scale: dict, chosen: list[str]) -> dict:
                    num_samples=s["samples"], names=names, generator=make_generator(seed, "npe"))
 
     table = {"single-model": single, "n-model": nmodel, "abc": abc, "bsl": bsl_fn, "npe": npe_fn,
-             "single-model-refined": refined,
+             "single-model-refined": refined, "single-model-trust": trust,
              **{m: nmodel_paper_table(k) for m, k in PAPER_TABLE_VARIANTS.items()}}
     return {m: table[m] for m in chosen}
 
@@ -258,22 +282,47 @@ def paper_table_lines(records: list[dict], scale: dict, reps: int) -> list[str]:
     return lines
 
 
+def trust_lines(records: list[dict], reps: int) -> list[str]:
+    """One note line per single-model-trust repetition: where each round's region went (centre in
+    theta, SDs in u, the chains' edge fraction), and the final widths."""
+    lines = []
+    for r in sorted((r for r in records if r["method"] == "single-model-trust" and r["rep"] < reps),
+                    key=lambda r: r["rep"]):
+        steps = "; ".join(
+            f"round {k + 1} centre (" + ", ".join(f"{v:.3g}" for v in t["center_theta"]) + ") sd_u ("
+            + ", ".join(f"{v:.2g}" for v in t["sd_u"]) + f"), edge {100 * t['edge_fraction']:.0f}%"
+            for k, t in enumerate(r.get("trust_rounds", [])))
+        lines.append(f"single-model-trust, repetition {r['rep']}: {steps}; CI95 widths (theta1 / theta2 / "
+                     "theta3) " + " / ".join(f"{w:.3f}" for w in r["width"]) + ", covering "
+                     + " / ".join("yes" if c else "no" for c in r["covers"])
+                     + f"; {100 * (r.get('edge_fraction') or 0):.0f}% of the final draws at the edge.")
+    return lines
+
+
 def main(argv=None) -> None:
-    args = common.parse_args(__doc__.splitlines()[0], SMALL["reps"], METHODS, argv, carry=NAME, plan=True)
+    args = common.parse_args(__doc__.splitlines()[0], SMALL["reps"], METHODS, argv, carry=NAME, plan=True,
+                             only_reps=True)
     scale = FULL if args.full else SMALL
     model = get_model(NAME)
     methods = keep_first(NAME, make_methods(model, scale, args.methods), args.seed)
     start = time.perf_counter()
     records = common.run_repetitions(NAME, model, methods, reps=args.reps, seed=args.seed,
                                      fresh=args.fresh, progress=not args.quiet,
+                                     configs={"single-model-trust": scale["trust"]},
                                      max_reps={"single-model-refined": scale["refined"]["reps"],
+                                               "single-model-trust": scale["trust"]["reps"],
                                                **{m: scale[k]["reps"] for m, k in PAPER_TABLE_VARIANTS.items()}},
-                                     plan=args.plan)
+                                     only_reps=args.only_reps, plan=args.plan)
+    if args.only_reps is not None:
+        print(f"saved repetitions {args.only_reps} (those within the methods' caps); render with: "
+              f"scorebayes bench {NAME} --reps R")
+        return
     summary = common.summarise(records, NAMES, reps=args.reps)
     figures = figure(model, list(methods))
     seconds = max(time.perf_counter() - start, sum(r["seconds"] for r in records if r["rep"] < args.reps))
     scale_note = common.scale_note(scale, args.reps, args.full)
     notes = [
+        *trust_lines(records, args.reps),
         *paper_table_lines(records, scale, args.reps),
         "TEN REPETITIONS OF THE MAIN ROWS (session 31; repetitions 3-9 of single-model, n-model, bsl "
         "and 5-9 of abc and npe run this session; the paper-table variants stay at their 1-2). ABC and"

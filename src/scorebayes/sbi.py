@@ -447,20 +447,8 @@ class ScoreLangevin:
                 for _ in range(2 if self.cross_fit else 1)])
         self.mean_net_ = None
         if self.mode == "single":
-            num = self.num_simulations or 20_000
-            m_r = self.group_size or min(1000, max(100, n))
-            u_s, x_s, cost_s = self._table(self.proposal_, num, 1, "S", paired=self._paired())
-            u_r, x_r, cost_r = self._table(self.proposal_, self.num_groups, m_r, "R")
-            self.simulations_["table_S"], self.simulations_["table_R"] = cost_s, cost_r
-            self._record_training_region(u_s)
-            self.fit_report_ = fit_score_network(
-                self.score_net_, u_s.float(), x_s, self.proposal_.grad_log_prob_unconstrained(u_s).float(),
-                schedule=self.schedule, penalties=self.curvature_penalties,
-                curvature_theta=u_r.float(), curvature_x=x_r, pairs=self._pairs(u_s), generator=gen,
-                progress=self.progress, desc="score net")
-            if self.debias != "none":
-                self.mean_net_ = mean_init
-                self._fit_debiasing(u_s, x_s, u_r, x_r, gen)
+            self.table_rounds_ = [{"proposal": self.proposal_}]
+            self._fit_single_model(mean_init, gen, "")
         else:
             num = self.num_simulations or 2_000
             u_t, x_t, cost = self._table(self.proposal_, num, n, "N", paired=self._paired())
@@ -468,6 +456,71 @@ class ScoreLangevin:
             self.rounds_ = [{"proposal": self.proposal_, "u": u_t, "x": x_t}]
             self._fit_data_set_score(self.proposal_, u_t, x_t, self._pairs(u_t), gen)
         self.fit_seconds_ = time.perf_counter() - start
+        return self
+
+    def _fit_single_model(self, mean_init: nn.Module, gen: torch.Generator, suffix: str) -> None:
+        r"""Tables :math:`\mathcal D^S, \mathcal D^R` from ``proposal_`` (tags ``S<suffix>``,
+        ``R<suffix>``), then the score network and the debiasing network on them."""
+        num = self.num_simulations or 20_000
+        m_r = self.group_size or min(1000, max(100, self.n_obs_))
+        u_s, x_s, cost_s = self._table(self.proposal_, num, 1, f"S{suffix}", paired=self._paired())
+        u_r, x_r, cost_r = self._table(self.proposal_, self.num_groups, m_r, f"R{suffix}")
+        self.simulations_[f"table_S{suffix}"], self.simulations_[f"table_R{suffix}"] = cost_s, cost_r
+        self._record_training_region(u_s)
+        self.fit_report_ = fit_score_network(
+            self.score_net_, u_s.float(), x_s, self.proposal_.grad_log_prob_unconstrained(u_s).float(),
+            schedule=self.schedule, penalties=self.curvature_penalties,
+            curvature_theta=u_r.float(), curvature_x=x_r, pairs=self._pairs(u_s), generator=gen,
+            progress=self.progress, desc="score net")
+        if self.debias != "none":
+            self.mean_net_ = mean_init
+            self._fit_debiasing(u_s, x_s, u_r, x_r, gen)
+
+    def move_tables(self, center: Tensor, sd: Tensor) -> ScoreLangevin:
+        r"""Redraw the single-model's tables from :math:`q = \mathcal N(c, \operatorname{diag} s^2)`
+        in ``u`` and retrain both networks on them from a fresh start (a trust-region round;
+        beyond the paper).
+
+        The likelihood score does not depend on where the table's parameters come from, only
+        its accuracy does: implicit score matching is most accurate where the table is dense, and
+        the debiasing network must be accurate to :math:`\operatorname{sd}(s)/\sqrt n` where the
+        posterior lives. A table concentrated on a region around the posterior buys that accuracy
+        at the same cost (M/G/1, ``benchmarks/results/mg1.md``). Chains are then confined to the
+        new table's region, so the region must contain the posterior:
+        :func:`scorebayes.trust_region.trust_region_fit` chooses it by Laplace steps.
+
+        Arguments:
+            center: :math:`c`, ``[d]`` in ``u``.
+            sd: :math:`s`, ``[d]``, positive.
+
+        Round :math:`k` (the first :meth:`fit` is round 0) records its cost as
+        ``simulations_["table_S<k>"]`` and ``["table_R<k>"]`` and appends to ``table_rounds_``;
+        local debiasing corrections of earlier rounds are dropped. Call :meth:`sample` afterwards.
+        """
+        self._check_fitted()
+        if self.mode != "single":
+            raise ValueError("move_tables needs mode='single'; for the other modes use refine_proposal")
+        center = torch.as_tensor(center, dtype=torch.float64).reshape(-1)
+        sd = torch.as_tensor(sd, dtype=torch.float64).reshape(-1)
+        if center.numel() != self.space.dim or sd.numel() != self.space.dim:
+            raise ValueError(f"center and sd must have {self.space.dim} entries, got "
+                             f"{center.numel()} and {sd.numel()}")
+        if not torch.isfinite(center).all() or not (torch.isfinite(sd) & (sd > 0)).all():
+            raise ValueError("center must be finite and sd finite and positive")
+        k = len(self.table_rounds_)
+        self.proposal_ = GaussianProposal(self.space, center, sd)
+        self.table_rounds_.append({"proposal": self.proposal_})
+        self.refinements_ = []
+        p_net = self._observations(self.x_obs_).shape[-1]
+        self.score_net_ = self._new_score_net(p_net, "round", k)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(derive_seed(self.seed, "init", "mean", k))
+            mean_init = CrossFitMean([
+                self._in_coordinates(MeanNet(self.space.dim, self.hidden, self.activation),
+                                     ConstrainedMeanNet).to(self.device)
+                for _ in range(2 if self.cross_fit else 1)])
+        with checkpointing(self.store, f"round{k}"):
+            self._fit_single_model(mean_init, make_generator(self.seed, "training", "round", k), str(k))
         return self
 
     def _score_network(self, d: int, p_net: int) -> nn.Module:
@@ -700,9 +753,11 @@ class ScoreLangevin:
         uf = u.float().to(self.device)
         summed = self.score_net_.sum_over_observations
         if compiled and not torch.is_grad_enabled():
-            if getattr(self, "_compiled_sum_", None) is None:
-                self._compiled_sum_ = torch.compile(summed)
-            summed = self._compiled_sum_
+            # keyed on the network: a later round (refine_proposal, move_tables) replaces it
+            cached = getattr(self, "_compiled_sum_", None)
+            if cached is None or cached[0] is not self.score_net_:
+                self._compiled_sum_ = (self.score_net_, torch.compile(summed))
+            summed = self._compiled_sum_[1]
         total = summed(uf, data)
         if self.mean_net_ is not None:
             total = total - len(data) * self.mean_net_(uf)

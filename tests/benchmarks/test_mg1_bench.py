@@ -50,3 +50,17 @@ def test_method_store_resumes_the_same_config_and_refuses_another(bench, tmp_pat
     assert again.load_checkpoint("train-0")["epoch"] == 12
     with pytest.raises(StoreError, match="another config"):
         bench.common.method_store("mg1", "n_paper_training", 7, {**config, "epochs": 10})
+
+
+def test_trust_lines_report_each_round_and_only_rendered_repetitions(bench):
+    rounds = [{"center_theta": [0.68, 6.3, 0.208], "sd_u": [0.41, 0.39, 0.026], "edge_fraction": 0.0,
+               "laplace_sd_u": [0.04, 0.1, 0.03]},
+              {"center_theta": [0.97, 5.07, 0.199], "sd_u": [0.2, 0.39, 0.026], "edge_fraction": 0.05,
+               "laplace_sd_u": [0.04, 0.1, 0.03]}]
+    rec = {"method": "single-model-trust", "rep": 1, "width": [0.12, 0.6, 0.017], "covers": [1.0, 0.0, 1.0],
+           "trust_rounds": rounds, "edge_fraction": 0.0}
+    other = {**rec, "method": "single-model"}
+    (line,) = bench.trust_lines([rec, other, {**rec, "rep": 3}], reps=2)
+    assert line.startswith("single-model-trust, repetition 1: round 1 centre (0.68, 6.3, 0.208)")
+    assert "round 2 centre (0.97, 5.07, 0.199) sd_u (0.2, 0.39, 0.026), edge 5%" in line
+    assert "0.120 / 0.600 / 0.017, covering yes / no / yes" in line
