@@ -131,3 +131,23 @@ def test_move_tables_checks_its_region():
     low, high = est.training_region_
     assert (low > 4.0).all() and (high < 6.0).all()  # the new table lies in the new region
     assert est.simulations_["table_S1"] == 64 / 10 and len(est.table_rounds_) == 2
+
+
+def test_compiled_drift_follows_the_new_round(monkeypatch):
+    """likelihood_score(compiled=True) caches the compiled sum; a later round's network must
+    replace it (torch.compile stubbed by the identity: the cache alone is under test)."""
+    monkeypatch.setattr(torch, "compile", lambda fn: fn)
+    model, x_obs = _gaussian_case(10)
+    est = ScoreLangevin(model.prior, model.simulator, localize=False, num_simulations=64, num_groups=8,
+                        group_size=4, progress=False,
+                        schedule=TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=32),
+                        mean_schedule=TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=4),
+                        curvature_penalties=(0.0,), mean_penalties=(0.0,)).fit(x_obs)
+    u = torch.zeros(3, 2, dtype=torch.float64)
+    with torch.no_grad():
+        before = est.likelihood_score(u, compiled=True)
+    est.move_tables(torch.tensor([1.0, 1.0]), torch.tensor([0.5, 0.5]))
+    with torch.no_grad():
+        after, plain = est.likelihood_score(u, compiled=True), est.likelihood_score(u)
+    torch.testing.assert_close(after, plain)
+    assert not torch.allclose(before, after)
