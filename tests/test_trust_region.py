@@ -114,13 +114,18 @@ def test_bad_input_is_rejected_before_any_simulation():
         est.move_tables(torch.zeros(2), torch.ones(2))
 
 
+def _tiny_fit(model, x_obs):
+    """A single-model fitted on prior tables in a second (one epoch each): bookkeeping only."""
+    return ScoreLangevin(model.prior, model.simulator, localize=False, num_simulations=64, num_groups=8,
+                         group_size=4, progress=False,
+                         schedule=TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=32),
+                         mean_schedule=TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=4),
+                         curvature_penalties=(0.0,), mean_penalties=(0.0,)).fit(x_obs)
+
+
 def test_move_tables_checks_its_region():
     model, x_obs = _gaussian_case(10)
-    est = ScoreLangevin(model.prior, model.simulator, localize=False, num_simulations=64, num_groups=8,
-                        group_size=4, progress=False,
-                        schedule=TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=32),
-                        mean_schedule=TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=4),
-                        curvature_penalties=(0.0,), mean_penalties=(0.0,)).fit(x_obs)
+    est = _tiny_fit(model, x_obs)
     with pytest.raises(ValueError, match="2 entries"):
         est.move_tables(torch.zeros(3), torch.ones(3))
     with pytest.raises(ValueError, match="positive"):
@@ -138,11 +143,7 @@ def test_compiled_drift_follows_the_new_round(monkeypatch):
     replace it (torch.compile stubbed by the identity: the cache alone is under test)."""
     monkeypatch.setattr(torch, "compile", lambda fn: fn)
     model, x_obs = _gaussian_case(10)
-    est = ScoreLangevin(model.prior, model.simulator, localize=False, num_simulations=64, num_groups=8,
-                        group_size=4, progress=False,
-                        schedule=TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=32),
-                        mean_schedule=TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=4),
-                        curvature_penalties=(0.0,), mean_penalties=(0.0,)).fit(x_obs)
+    est = _tiny_fit(model, x_obs)
     u = torch.zeros(3, 2, dtype=torch.float64)
     with torch.no_grad():
         before = est.likelihood_score(u, compiled=True)

@@ -28,6 +28,7 @@ pair of tables (:math:`N/n + N_R m_R/n` data sets).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -139,7 +140,9 @@ def trust_region_fit(estimator: ScoreLangevin, x_obs: Tensor, *, rounds: int = 4
     for _ in range(int(rounds) - 1):
         q = estimator.proposal_
         assert isinstance(q, GaussianProposal)
-        posterior = estimator.sample(draws, chains=chains, max_steps=max_steps)
+        with warnings.catch_warnings():  # draws at the edge are this loop's signal to move, not a fault
+            warnings.filterwarnings("ignore", message=r".*of the draws lie at the edge of the region")
+            posterior = estimator.sample(draws, chains=chains, max_steps=max_steps)
         u = estimator._posterior_u(posterior)
         center = u.median(0).values
         edge = float(posterior.info.get("edge_fraction", 0.0))
