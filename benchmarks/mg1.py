@@ -345,7 +345,11 @@ def main(argv=None) -> None:
         "1.63). Rounds floored at 2-3 robust SDs of the chains stalled near 0.4 in u with theta1 "
         "widths 0.42-0.61, biased low (means 0.70-0.82). So narrowing the tables works once the "
         "region is about 0.15 wide in u around the right place (as the hand-set cap of session 7 "
-        "found); no rule tried gets there from the localized q on every data set.",
+        "found); no rule tried gets there from the localized q on every data set. A lower floor does "
+        "not fix it either: with 1.5 Laplace SDs (scratch /work/scratch/s34/trust_floor.py) "
+        "repetition 0's regions shrank to 0.21 in u for theta1 around centres that stayed on the "
+        "ridge (0.92-0.94, width 4.6-4.8; truth 1, 4), and the last round's posterior was worse, "
+        "0.342 / 2.953 / 0.031, missing theta1 and theta2 (means 0.79 and 6.55).",
         *paper_table_lines(records, scale, args.reps),
         "TEN REPETITIONS OF THE MAIN ROWS (session 31; repetitions 3-9 of single-model, n-model, bsl "
         "and 5-9 of abc and npe run this session; the paper-table variants stay at their 1-2). ABC and"
