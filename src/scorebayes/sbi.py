@@ -442,9 +442,7 @@ class ScoreLangevin:
             torch.manual_seed(derive_seed(self.seed, "init"))
             self.score_net_ = self._in_coordinates(self._score_network(d, p_net),
                                                    ConstrainedScoreNet).to(self.device)
-            mean_init = CrossFitMean([
-                self._in_coordinates(MeanNet(d, self.hidden, self.activation), ConstrainedMeanNet).to(self.device)
-                for _ in range(2 if self.cross_fit else 1)])
+            mean_init = self._mean_network()
         self.mean_net_ = None
         if self.mode == "single":
             self.table_rounds_ = [{"proposal": self.proposal_}]
@@ -487,7 +485,8 @@ class ScoreLangevin:
         posterior lives. A table concentrated on a region around the posterior buys that accuracy
         at the same cost (M/G/1, ``benchmarks/results/mg1.md``). Chains are then confined to the
         new table's region, so the region must contain the posterior:
-        :func:`scorebayes.trust_region.trust_region_fit` chooses it by Laplace steps.
+        :func:`scorebayes.trust_region.trust_region_fit` centres it on the last chains and bounds
+        its shrinking by Laplace SDs.
 
         Arguments:
             center: :math:`c`, ``[d]`` in ``u``.
@@ -515,13 +514,18 @@ class ScoreLangevin:
         self.score_net_ = self._new_score_net(p_net, "round", k)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(derive_seed(self.seed, "init", "mean", k))
-            mean_init = CrossFitMean([
-                self._in_coordinates(MeanNet(self.space.dim, self.hidden, self.activation),
-                                     ConstrainedMeanNet).to(self.device)
-                for _ in range(2 if self.cross_fit else 1)])
+            mean_init = self._mean_network()
         with checkpointing(self.store, f"round{k}"):
             self._fit_single_model(mean_init, make_generator(self.seed, "training", "round", k), str(k))
         return self
+
+    def _mean_network(self) -> CrossFitMean:
+        """A fresh debiasing network (two cross-fitted members, or one), initialised from the
+        current torch RNG."""
+        return CrossFitMean([
+            self._in_coordinates(MeanNet(self.space.dim, self.hidden, self.activation),
+                                 ConstrainedMeanNet).to(self.device)
+            for _ in range(2 if self.cross_fit else 1)])
 
     def _score_network(self, d: int, p_net: int) -> nn.Module:
         """One wide network, or one per parameter on its own view of the data (``score_views``)."""
