@@ -8,7 +8,7 @@ single-model's seeds, one round, and prints widths, means and coverage of the tr
 Usage, from the repository root:
 ``.venv/bin/python benchmarks/pilots/mg1_theta_networks.py REP single|trust constrained|unconstrained``
 (logs of session 35's runs: benchmarks/results/mg1_pilot_logs/theta_networks_*.log; about 30 min a
-run, most of it sampling).
+run at the ``single`` scale, most of it sampling; at ``trust`` the fit alone took 33 min).
 """
 import sys
 import time
@@ -19,23 +19,13 @@ import mg1 as bench  # noqa: E402
 
 from scorebayes.models import get_model
 from scorebayes.parallel import make_generator, derive_seed
-from scorebayes.sbi import ScoreLangevin, TrainingSchedule
 
 rep, key, coord = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 model = get_model("mg1")
 x_obs = model.observed(make_generator(0, "observed", rep))
 s = bench.SMALL[key]
 seed = derive_seed(0, "single-model", rep)
-est = ScoreLangevin(
-    model.prior, model.simulator, mode="single", localize=s["localize"], localization=bench.LOCALIZATION,
-    num_simulations=s["N"], num_groups=s["N_R"], group_size=s["m_R"], hidden=s.get("hidden", (64,)),
-    activation=s.get("activation", "tanh"),
-    schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=s["penalty_epochs"], batch_size=s["batch"], lr=s["lr"]),
-    mean_schedule=TrainingSchedule(epochs=s["mean_epochs"], penalty_epochs=s["mean_penalty_epochs"],
-                                   batch_size=s.get("mean_batch", 10)),
-    curvature_penalties=(1e-8,), mean_penalties=(1e-8,), noise_sd=0.25, noise_draws=3,
-    proposal_inflation=s.get("inflation", 2.0), network_coordinates=coord,
-    support_fn=model.support, parameter_names=model.parameter_names, seed=seed, progress=False)
+est = bench.single_estimator(model, {**s, "network_coordinates": coord}, seed)
 t0 = time.time()
 est.fit(x_obs)
 print(f"fit {time.time()-t0:.0f}s", flush=True)
