@@ -121,8 +121,8 @@ FULL = {
 
 def single_estimator(model, s: dict, seed: int) -> ScoreLangevin:
     """The single-model of Table 1 (noise smoothing, curvature penalty, debiasing net) at scale ``s``
-    (the paper's 1x64 tanh nets in u unless ``s`` names ``hidden``, ``activation`` and
-    ``network_coordinates``)."""
+    (the paper's 1x64 tanh nets in u on the raw observations unless ``s`` names ``hidden``,
+    ``activation``, ``network_coordinates`` or ``data_features``)."""
     return ScoreLangevin(
         model.prior, model.simulator, mode="single", localize=s["localize"], localization=LOCALIZATION,
         num_simulations=s["N"], num_groups=s["N_R"], group_size=s["m_R"], hidden=s.get("hidden", (64,)),
@@ -133,7 +133,9 @@ def single_estimator(model, s: dict, seed: int) -> ScoreLangevin:
                                        batch_size=s.get("mean_batch", 10)),
         curvature_penalties=(1e-8,), mean_penalties=(1e-8,), noise_sd=0.25, noise_draws=3,
         proposal_inflation=s.get("inflation", 2.0),
-        network_coordinates=s.get("network_coordinates", "unconstrained"), support_fn=model.support, parameter_names=model.parameter_names, seed=seed, progress=False)
+        network_coordinates=s.get("network_coordinates", "unconstrained"),
+        data_features=s.get("data_features"), support_fn=model.support,
+        parameter_names=model.parameter_names, seed=seed, progress=False)
 
 
 def make_methods(model, scale: dict, chosen: list[str]) -> dict:

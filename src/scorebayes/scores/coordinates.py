@@ -86,6 +86,46 @@ class ConstrainedScoreNet(nn.Module):
         theta, jac = theta_and_jacobian(self.space, u)
         return jac * self.inner.sum_over_observations(theta, x, **kwargs)
 
+    def score_and_jacobian(self, u: Tensor, x: Tensor) -> tuple[Tensor, Tensor] | None:
+        r"""Scores in :math:`u` and their summed :math:`u`-Jacobian, by the chain rule on the inner
+        network's forward mode (:meth:`ScoreNet.score_and_jacobian`):
+
+        .. math:: \frac{\partial s_{u,j}}{\partial u_l} = J_j J_l
+                  \frac{\partial s^\theta_j}{\partial\theta_l} + \delta_{jl} J'_j s^\theta_j,
+                  \qquad J'_j = \partial^2\theta_j / \partial u_j^2 .
+
+        ``u [B, d]``, ``x [B, m, p]`` -> ``(s [B, m, d], J [B, d, d])``, or ``None`` when the inner
+        network has no forward mode (the caller then uses autograd). Without it, training
+        differentiated through :math:`T` with ``d`` double-backward passes.
+        """
+        inner = getattr(self.inner, "score_and_jacobian", None)
+        if inner is None:
+            return None
+        theta, jac, curvature = _theta_jacobian_curvature(self.space, u)
+        out = inner(theta, x)
+        if out is None:
+            return None
+        per_obs, jac_theta = out
+        jac_u = jac[:, :, None] * jac_theta * jac[:, None, :]
+        jac_u = jac_u + torch.diag_embed(curvature * per_obs.sum(1))
+        return jac[:, None, :] * per_obs, jac_u
+
+
+def _theta_jacobian_curvature(space: ParameterSpace, u: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    r""":math:`\theta = T(u)`, :math:`T'(u)` and :math:`T''(u)` elementwise, ``[B, d]`` each,
+    as constants (no graph to ``u``: score matching differentiates in the network's weights)."""
+    with torch.enable_grad():
+        v = u.detach().requires_grad_(True)
+        theta = space.to_constrained(v)
+        (jac,) = torch.autograd.grad(theta.sum(), v, create_graph=True)
+        if jac.requires_grad:
+            (curvature,) = torch.autograd.grad(jac.sum(), v, allow_unused=True)
+        else:
+            curvature = None
+    if curvature is None:  # an affine transform
+        curvature = torch.zeros_like(v)
+    return theta.detach(), jac.detach(), curvature.detach()
+
 
 class ConstrainedMeanNet(nn.Module):
     r"""Debiasing mean :math:`h_u(u) = J(u) \odot h^\theta_\psi(T(u))` (``forward(u [*, d]) -> [*, d]``).
