@@ -52,7 +52,8 @@ class MonteCarloDebias(nn.Module):
             th = theta[a:a + self.chunk]
             z = tuple(t.expand(len(th), *t.shape[1:]) for t in self.latents)
             x = self.est.simulator.transform(th, z) + self.noise
-            out.append(self.est.score_net_(u[a:a + self.chunk, None, :], x.float()).mean(1))
+            view = self.est._with_features(x).float()  # any data_features, as the tables saw them
+            out.append(self.est.score_net_(u[a:a + self.chunk, None, :], view).mean(1))
         return torch.cat(out)
 
 

@@ -20,7 +20,7 @@ phi = (theta1, width, theta3); reference of 300 observations, 2 x 16,000 particl
 
 Usage, from the repository root:
 ``.venv/bin/python benchmarks/pilots/mg1_data_features.py REP raw|sorted|departures|both
-unconstrained|constrained [--sample] [--refits K] [--edges] [--N 20000] [--hidden 64]
+unconstrained|constrained [--sample] [--refits K] [--mc-debias M] [--edges] [--N 20000] [--hidden 64]
 [--activation tanh]``
 (session 36's runs and their logs: benchmarks/results/mg1_pilot_logs/data_features_*.log; the
 results are summarised in the mg1 note "SUMMARIES OF THE OBSERVATION"). About 2 min a fit at the
@@ -36,6 +36,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import mg1 as bench  # noqa: E402
+import mg1_mc_debias  # noqa: E402
 import mg1_score_reference as score_ref  # noqa: E402
 
 from scorebayes.models import get_model  # noqa: E402
@@ -105,6 +106,8 @@ p.add_argument("--activation", default="tanh")
 p.add_argument("--N", type=int, default=bench.SMALL["single"]["N"])
 p.add_argument("--edges", action="store_true", help="EdgeScoreNet (needs constrained)")
 p.add_argument("--refits", type=int, default=0, help="kernel refits of the debiasing net after sampling")
+p.add_argument("--mc-debias", type=int, default=0, metavar="M",
+               help="then sample again with a Monte Carlo h of M simulations (mg1_mc_debias.py)")
 args = p.parse_args()
 torch.set_num_threads(1)
 
@@ -167,3 +170,8 @@ if args.sample:
         est.refit_debiasing(post)
         post = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
         report(post, f"refit {k + 1}", time.time() - t2)
+    if args.mc_debias:
+        t2 = time.time()
+        est.mean_net_ = mg1_mc_debias.MonteCarloDebias(est, args.mc_debias, seed=7)
+        post = est.sample(s["samples"], chains=s["chains"], max_steps=10_000)
+        report(post, f"Monte Carlo h (M = {args.mc_debias})", time.time() - t2)
