@@ -77,7 +77,7 @@ class EdgeScoreNet(torch.nn.Module):
         theta, x = torch.broadcast_tensors(theta[..., None], x[..., None, :5])  # [..., 3, 5]
         low, high = theta[..., 0, :], theta[..., 0, :] + theta[..., 1, :]
         gauss = torch.distributions.Normal(0.0, 1.0)
-        z_high, z_low = (high - x[..., 0, :]) / NOISE_SD, (low - x[..., 0, :]) / NOISE_SD
+        z_high, z_low = (high - x[..., 0, :]) / score_ref.NOISE_SD, (low - x[..., 0, :]) / score_ref.NOISE_SD
         return torch.cat([gauss.log_prob(z_high).exp(), gauss.cdf(z_high),
                           gauss.log_prob(z_low).exp(), gauss.cdf(-z_low)], -1)
 
@@ -93,8 +93,6 @@ class EdgeScoreNet(torch.nn.Module):
     def sum_over_observations(self, theta: torch.Tensor, x: torch.Tensor, **_) -> torch.Tensor:
         return torch.cat([self(t[:, None, :], x[None]).sum(1) for t in theta.split(16)], 0)
 
-
-NOISE_SD = 0.25
 
 p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 p.add_argument("rep", type=int)
@@ -139,16 +137,12 @@ print(f"rep {args.rep} {args.features}{' edges' if args.edges else ''} {args.coo
       flush=True)
 
 
-
 def report(post, label: str, seconds: float) -> None:
     """Widths, means, coverage of the truth, and which face of the chains' box holds the draws."""
     truth = model.to_reported(model.true_parameters)
     th = model.to_reported(post.draws.reshape(-1, 3))
     lo, hi = th.quantile(0.025, 0), th.quantile(0.975, 0)
-    low, high = est._sampling_region()
-    s_low, s_high = model.support(x_obs)
-    low = torch.maximum(low, est.space.to_unconstrained(torch.as_tensor(s_low, dtype=torch.float64)))
-    high = torch.minimum(high, est.space.to_unconstrained(torch.as_tensor(s_high, dtype=torch.float64)))
+    low, high = est._chain_box()
     u = est.space.to_unconstrained(post.draws.reshape(-1, 3))
     tol = 0.01 * (high - low)
     faces = [f"{(u[:, k] < low[k] + tol[k]).double().mean():.2f}/{(u[:, k] > high[k] - tol[k]).double().mean():.2f}"

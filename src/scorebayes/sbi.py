@@ -799,6 +799,16 @@ class ScoreLangevin:
             high = torch.minimum(high, last["center"] + 4 * last["spread"])
         return low, high
 
+    def _chain_box(self) -> tuple[Tensor, Tensor]:
+        """Box in ``u`` the chains are reflected in: :meth:`_sampling_region` cut to the data's
+        support (``support_fn``), if any."""
+        low, high = self._sampling_region()
+        if self.support_fn is not None:
+            s_low, s_high = self.support_fn(self.x_obs_)
+            low = torch.maximum(low, self.space.to_unconstrained(torch.as_tensor(s_low, dtype=torch.float64)))
+            high = torch.minimum(high, self.space.to_unconstrained(torch.as_tensor(s_high, dtype=torch.float64)))
+        return low, high
+
     def _check_fitted(self) -> None:
         if not hasattr(self, "score_net_"):
             raise RuntimeError("call fit(x_obs) first")
@@ -888,11 +898,7 @@ class ScoreLangevin:
         # chains stay where the score was learned (reflection at the training region's edge),
         # and after refine_debiasing where the local correction was fitted (centre +- 4 spreads)
         region_low, region_high = self._sampling_region()
-        low, high = region_low, region_high
-        if self.support_fn is not None:
-            s_low, s_high = self.support_fn(self.x_obs_)
-            low = torch.maximum(low, self.space.to_unconstrained(torch.as_tensor(s_low, dtype=torch.float64)))
-            high = torch.minimum(high, self.space.to_unconstrained(torch.as_tensor(s_high, dtype=torch.float64)))
+        low, high = self._chain_box()
         bounds = (low, high)
         results, infos, starts = [], [], []
         start_counts = [0, 0]  # starts redrawn, starts reflected into the box
