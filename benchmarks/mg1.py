@@ -25,13 +25,14 @@ import _sbi_common as common  # noqa: E402
 
 from scorebayes.baselines import bsl, npe  # noqa: E402
 from scorebayes.models import get_model  # noqa: E402
+from scorebayes.models.mg1 import queue_features  # noqa: E402
 from scorebayes.parallel import derive_seed, make_generator  # noqa: E402
 from scorebayes.sbi import ScoreLangevin, TrainingSchedule  # noqa: E402
 from scorebayes.trust_region import trust_region_fit  # noqa: E402
 
 NAME = "mg1"
 METHODS = ["single-model", "n-model", "abc", "bsl", "npe", "single-model-refined", "n-model-paper-table",
-           "n-model-paper-table-long", "n-model-paper-training", "single-model-trust"]
+           "n-model-paper-table-long", "n-model-paper-training", "single-model-trust", "single-model-features"]
 NAMES = ["theta1", "theta2", "theta3"]
 
 # Table 1 (100 repetitions): (bias, bias_sd, ci_width, ci_width_sd, coverage); Table 4 costs
@@ -93,6 +94,17 @@ SMALL = {
                          "hidden": (64, 64), "activation": "silu", "inflation": 1.0, "rounds": 4,
                          "shrink": 0.5, "floor": 4.0, "round_draws": 300, "round_chains": 30,
                          "samples": 600, "chains": 60, "max_steps": 20_000, "localize": True, "reps": 2}),
+    # beyond the paper (session 37): the single-model with summaries of each observation
+    # (models.mg1.queue_features: order statistics and departure times) and nets in theta
+    # (network_coordinates="constrained"), 2x64 SiLU, the paper's N for D^S, a 2.5x smaller D^R
+    # (N_R = 20,000 groups of m_R = 100) and the debiasing net at batch 100 (the small scale's 2,000
+    # groups at batch 10 left h too coarse; the mg1 note "SUMMARIES OF THE OBSERVATION").
+    # Cost N/n + N_R m_R/n = 400 + 4,000 (the paper's 1.04e4)
+    "features": (_features := {
+        "N": 200_000, "N_R": 20_000, "m_R": 100, "epochs": 100, "penalty_epochs": 20, "mean_epochs": 100,
+        "mean_penalty_epochs": 20, "mean_batch": 100, "batch": 256, "lr": (3e-3, 1e-4), "hidden": (64, 64),
+        "activation": "silu", "network_coordinates": "constrained", "data_features": "queue",
+        "samples": 600, "chains": 60, "max_steps": 20_000, "localize": True, "reps": 10}),
 }
 # the paper's n-model training (Table 1 at --full: the plain "n" row; the variants do not run there)
 _PAPER_N = {"N": 20_000, "epochs": 5_000, "batch": 500, "lr": (1e-3, 1e-3), "samples": 1_000, "chains": 1_000,
@@ -116,13 +128,19 @@ FULL = {
     "n_paper_table_long": _PAPER_N,
     "n_paper_training": {**_PAPER_N, "patience": 200, "store": True},
     "trust": {**_trust, "samples": 3_000, "chains": 3_000, "reps": 100},
+    "features": {**_features, "samples": 3_000, "chains": 3_000, "reps": 100},
 }
+#: ``data_features`` settings by name (a name keeps the settings JSON-able for record fingerprints)
+DATA_FEATURES = {None: None, "queue": queue_features}
 
 
 def single_estimator(model, s: dict, seed: int) -> ScoreLangevin:
     """The single-model of Table 1 (noise smoothing, curvature penalty, debiasing net) at scale ``s``
     (the paper's 1x64 tanh nets in u on the raw observations unless ``s`` names ``hidden``,
-    ``activation``, ``network_coordinates`` or ``data_features``)."""
+    ``activation``, ``network_coordinates`` or ``data_features``: a name in :data:`DATA_FEATURES`
+    or a function)."""
+    features = s.get("data_features")
+    features = DATA_FEATURES[features] if features is None or isinstance(features, str) else features
     return ScoreLangevin(
         model.prior, model.simulator, mode="single", localize=s["localize"], localization=LOCALIZATION,
         num_simulations=s["N"], num_groups=s["N_R"], group_size=s["m_R"], hidden=s.get("hidden", (64,)),
@@ -134,7 +152,7 @@ def single_estimator(model, s: dict, seed: int) -> ScoreLangevin:
         curvature_penalties=(1e-8,), mean_penalties=(1e-8,), noise_sd=0.25, noise_draws=3,
         proposal_inflation=s.get("inflation", 2.0),
         network_coordinates=s.get("network_coordinates", "unconstrained"),
-        data_features=s.get("data_features"), support_fn=model.support,
+        data_features=features, support_fn=model.support,
         parameter_names=model.parameter_names, seed=seed, progress=False)
 
 
@@ -172,6 +190,12 @@ def make_methods(model, scale: dict, chosen: list[str]) -> dict:
                    "laplace_sd_u": r["laplace"].sd.tolist()} for r in est.trust_steps_]
         return common.MethodResult(post, extra={"trust_rounds": rounds,
                                                 "edge_fraction": post.info.get("edge_fraction")})
+
+    def features(x_obs, seed):
+        s = scale["features"]
+        post = single_estimator(model, s, seed).fit(x_obs).sample(s["samples"], chains=s["chains"],
+                                                                  max_steps=s["max_steps"])
+        return common.MethodResult(post, extra={"edge_fraction": post.info.get("edge_fraction")})
 
     def nmodel(x_obs, seed, key="n"):
         s = scale[key]
@@ -217,6 +241,7 @@ def make_methods(model, scale: dict, chosen: list[str]) -> dict:
 
     table = {"single-model": single, "n-model": nmodel, "abc": abc, "bsl": bsl_fn, "npe": npe_fn,
              "single-model-refined": refined, "single-model-trust": trust,
+             "single-model-features": features,
              **{m: nmodel_paper_table(k) for m, k in PAPER_TABLE_VARIANTS.items()}}
     return {m: table[m] for m in chosen}
 
@@ -311,10 +336,12 @@ def main(argv=None) -> None:
     start = time.perf_counter()
     records = common.run_repetitions(NAME, model, methods, reps=args.reps, seed=args.seed,
                                      fresh=args.fresh, progress=not args.quiet,
-                                     configs={"single-model-trust": {k: v for k, v in scale["trust"].items()
-                                                                     if k != "reps"}},
+                                     configs={m: {k: v for k, v in scale[key].items() if k != "reps"}
+                                              for m, key in (("single-model-trust", "trust"),
+                                                             ("single-model-features", "features"))},
                                      max_reps={"single-model-refined": scale["refined"]["reps"],
                                                "single-model-trust": scale["trust"]["reps"],
+                                               "single-model-features": scale["features"]["reps"],
                                                **{m: scale[k]["reps"] for m, k in PAPER_TABLE_VARIANTS.items()}},
                                      only_reps=args.only_reps, plan=args.plan)
     if args.only_reps is not None:

@@ -20,7 +20,7 @@ phi = (theta1, width, theta3); reference of 300 observations, 2 x 16,000 particl
 
 Usage, from the repository root:
 ``.venv/bin/python benchmarks/pilots/mg1_data_features.py REP raw|sorted|departures|both
-unconstrained|constrained [--sample] [--refits K] [--mc-debias M] [--edges] [--N 20000] [--hidden 64]
+unconstrained|constrained [--sample] [--refits K] [--refine K] [--mc-debias M] [--edges] [--N 20000] [--epochs 100] [--penalty-epochs 20] [--hidden 64]
 [--activation tanh]``
 (session 36's runs and their logs: benchmarks/results/mg1_pilot_logs/data_features_*.log; the
 results are summarised in the mg1 note "SUMMARIES OF THE OBSERVATION"). About 2 min a fit at the
@@ -40,6 +40,7 @@ import mg1_mc_debias  # noqa: E402
 import mg1_score_reference as score_ref  # noqa: E402
 
 from scorebayes.models import get_model  # noqa: E402
+from scorebayes.models.mg1 import queue_features  # noqa: E402
 from scorebayes.parallel import derive_seed, make_generator  # noqa: E402
 from scorebayes.scores.networks import ScoreNet  # noqa: E402
 
@@ -54,11 +55,7 @@ def departures(view: torch.Tensor) -> torch.Tensor:
     return torch.cumsum(view, dim=-1)
 
 
-def both(view: torch.Tensor) -> torch.Tensor:
-    return torch.cat([order_statistics(view), departures(view)], dim=-1)
-
-
-FEATURES = {"raw": None, "sorted": order_statistics, "departures": departures, "both": both}
+FEATURES = {"raw": None, "sorted": order_statistics, "departures": departures, "both": queue_features}
 
 
 class EdgeScoreNet(torch.nn.Module):
@@ -102,8 +99,22 @@ p.add_argument("--sample", action="store_true")
 p.add_argument("--hidden", type=int, nargs="+", default=[64])
 p.add_argument("--activation", default="tanh")
 p.add_argument("--N", type=int, default=bench.SMALL["single"]["N"])
+p.add_argument("--epochs", type=int, default=bench.SMALL["single"]["epochs"], help="warm-start epochs")
+p.add_argument("--penalty-epochs", type=int, default=bench.SMALL["single"]["penalty_epochs"])
+p.add_argument("--lr", type=float, nargs=2, default=list(bench.SMALL["single"]["lr"]),
+               help="the score net's Adam learning rate, initial and final")
+p.add_argument("--batch", type=int, default=bench.SMALL["single"]["batch"], help="the score net's batch")
+p.add_argument("--N-R", type=int, default=bench.SMALL["single"]["N_R"], help="D^R groups (m_R = 100 each)")
+p.add_argument("--mean-epochs", type=int, nargs=2, default=[bench.SMALL["single"]["mean_epochs"],
+                                                            bench.SMALL["single"]["mean_penalty_epochs"]],
+               help="the debiasing net's warm-start and penalty epochs")
+p.add_argument("--mean-batch", type=int, default=10, help="the debiasing net's batch (groups)")
 p.add_argument("--edges", action="store_true", help="EdgeScoreNet (needs constrained)")
 p.add_argument("--refits", type=int, default=0, help="kernel refits of the debiasing net after sampling")
+p.add_argument("--refine", type=int, default=0, metavar="K",
+               help="then K rounds of refine_debiasing (new D^R groups around the posterior, as "
+                    "mg1's single-model-refined; more, up to K + 2, while the draws pile at the edge)")
+p.add_argument("--groups", type=int, default=2_000, help="groups per refine round (m_R each)")
 p.add_argument("--mc-debias", type=int, default=0, metavar="M",
                help="then sample again with a Monte Carlo h of M simulations (mg1_mc_debias.py)")
 args = p.parse_args()
@@ -111,7 +122,9 @@ torch.set_num_threads(1)
 
 model = get_model("mg1")
 x_obs = model.observed(make_generator(0, "observed", args.rep))
-s = {**bench.SMALL["single"], "N": args.N, "hidden": tuple(args.hidden), "activation": args.activation,
+s = {**bench.SMALL["single"], "N": args.N, "epochs": args.epochs, "penalty_epochs": args.penalty_epochs,
+     "lr": tuple(args.lr), "batch": args.batch, "N_R": args.N_R, "mean_epochs": args.mean_epochs[0], "mean_penalty_epochs": args.mean_epochs[1],
+     "mean_batch": args.mean_batch, "hidden": tuple(args.hidden), "activation": args.activation,
      "network_coordinates": args.coordinates, "data_features": FEATURES[args.features]}
 est = bench.single_estimator(model, s, derive_seed(0, "single-model", args.rep))
 if args.edges:
@@ -131,8 +144,12 @@ with torch.no_grad():
     s_net = est.score_net_(u_star.float().expand(len(view), 3), view).double() / dphi_du
 s_net = s_net - s_net.mean(0)
 captured = ((s_net * ref["score"]).mean(0) / (ref["score"].var(0) - ref["mc_var"])).tolist()
+history = est.fit_report_.history
+print(f"warm-start validation loss every 10th epoch {[round(v, 3) for v in history[9::10]]}", flush=True)
 print(f"rep {args.rep} {args.features}{' edges' if args.edges else ''} {args.coordinates} hidden {args.hidden} {args.activation} "
-      f"N {args.N}: fit {fit_seconds:.0f}s, validation loss {est.fit_report_.validation_loss:.3f}, "
+      f"N {args.N} epochs {args.epochs}+{args.penalty_epochs} lr {args.lr} batch {args.batch} N_R {args.N_R} "
+      f"h epochs {args.mean_epochs} batch {args.mean_batch}: fit {fit_seconds:.0f}s, validation loss"
+      f" {est.fit_report_.validation_loss:.3f}, "
       f"information captured {[round(c, 3) for c in captured]} (reference {time.time() - t1:.0f}s)",
       flush=True)
 
@@ -142,6 +159,8 @@ def report(post, label: str, seconds: float) -> None:
     truth = model.to_reported(model.true_parameters)
     th = model.to_reported(post.draws.reshape(-1, 3))
     lo, hi = th.quantile(0.025, 0), th.quantile(0.975, 0)
+    chain_theta1 = model.to_reported(post.samples.reshape(-1, 3)).reshape(post.samples.shape)[..., 0]
+    chain_theta1 = chain_theta1.mean(1).sort().values
     low, high = est._chain_box()
     u = est.space.to_unconstrained(post.draws.reshape(-1, 3))
     tol = 0.01 * (high - low)
@@ -150,6 +169,7 @@ def report(post, label: str, seconds: float) -> None:
     print(f"  {label} in {seconds:.0f}s: widths {[round(v, 3) for v in (hi - lo).tolist()]} "
           f"means {[round(v, 3) for v in th.mean(0).tolist()]} "
           f"covers {((lo <= truth) & (truth <= hi)).tolist()} edge {post.info.get('edge_fraction'):.3f} "
+          f"lowest chain means of theta1 {[round(v, 3) for v in chain_theta1[:5].tolist()]} "
           f"(low/high face per phi coordinate {faces}; box in phi "
           f"{[round(v, 3) for v in est.space.to_constrained(low[None])[0].tolist()]} - "
           f"{[round(v, 3) for v in est.space.to_constrained(high[None])[0].tolist()]})", flush=True)
@@ -164,6 +184,15 @@ if args.sample:
         est.refit_debiasing(post)
         post = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
         report(post, f"refit {k + 1}", time.time() - t2)
+    for k in range(args.refine + 2):
+        if k >= args.refine and post.info["edge_fraction"] <= 0.01:
+            break
+        t2 = time.time()
+        est.refine_debiasing(post, num_groups=args.groups, group_size=s["m_R"])
+        post = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
+        r = est.refinements_[-1]
+        report(post, f"refine {k + 1} (residual sd {[round(v, 2) for v in r['residual_sd'].tolist()]})",
+               time.time() - t2)
     if args.mc_debias:
         t2 = time.time()
         est.mean_net_ = mg1_mc_debias.MonteCarloDebias(est, args.mc_debias, seed=7)

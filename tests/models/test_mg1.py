@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from scorebayes.models import MG1, get_model
+from scorebayes.models.mg1 import queue_features
 
 
 def loop_queue(theta1, theta2, theta3, U, V):
@@ -96,3 +97,22 @@ def test_support_is_data_dependent_box():
     assert model.from_reported(model.to_reported(model.true_parameters)).equal(model.true_parameters)
     with pytest.raises(ValueError):
         model.simulator(torch.ones(3), 5)
+
+
+def test_queue_features_are_order_statistics_and_departure_times():
+    """Against the textbook queue: departure k = max(arrival k, departure k-1) + service k."""
+    model = MG1()
+    U, V = model.simulator.latent(1, 100, torch.Generator().manual_seed(3))
+    x = model.simulator.transform(torch.tensor([[1.0, 4.0, 0.2]], dtype=torch.float64), (U, V))[0]
+    service, arrivals = 1.0 + 4.0 * U[0].numpy(), np.cumsum(-np.log(V[0].numpy()) / 0.2, axis=-1)
+    departures = np.empty_like(service)
+    for i in range(len(service)):
+        last = 0.0
+        for k in range(service.shape[1]):
+            last = departures[i, k] = max(arrivals[i, k], last) + service[i, k]
+    features = queue_features(x)
+    assert features.shape == (100, 10)
+    np.testing.assert_allclose(features[:, 5:].numpy(), departures, rtol=1e-12)
+    np.testing.assert_array_equal(features[:, :5].numpy(), np.sort(x.numpy(), axis=-1))
+    with pytest.raises(ValueError, match=r"inter-departure times \[\.\.\., k\]"):
+        queue_features(torch.zeros(3, 0))
