@@ -134,13 +134,16 @@ FULL = {
 DATA_FEATURES = {None: None, "queue": queue_features}
 
 
-def single_estimator(model, s: dict, seed: int) -> ScoreLangevin:
+def single_estimator(model, s: dict, seed: int, store=None) -> ScoreLangevin:
     """The single-model of Table 1 (noise smoothing, curvature penalty, debiasing net) at scale ``s``
     (the paper's 1x64 tanh nets in u on the raw observations unless ``s`` names ``hidden``,
     ``activation``, ``network_coordinates`` or ``data_features``: a name in :data:`DATA_FEATURES`
-    or a function)."""
+    or a function). ``store``: a run store, in which the fit checkpoints and resumes."""
     features = s.get("data_features")
-    features = DATA_FEATURES[features] if features is None or isinstance(features, str) else features
+    if features is None or isinstance(features, str):
+        if features not in DATA_FEATURES:
+            raise ValueError(f"unknown data_features {features!r}; choose from {list(DATA_FEATURES)} or pass a function")
+        features = DATA_FEATURES[features]
     return ScoreLangevin(
         model.prior, model.simulator, mode="single", localize=s["localize"], localization=LOCALIZATION,
         num_simulations=s["N"], num_groups=s["N_R"], group_size=s["m_R"], hidden=s.get("hidden", (64,)),
@@ -153,7 +156,7 @@ def single_estimator(model, s: dict, seed: int) -> ScoreLangevin:
         proposal_inflation=s.get("inflation", 2.0),
         network_coordinates=s.get("network_coordinates", "unconstrained"),
         data_features=features, support_fn=model.support,
-        parameter_names=model.parameter_names, seed=seed, progress=False)
+        parameter_names=model.parameter_names, seed=seed, progress=False, store=store)
 
 
 def make_methods(model, scale: dict, chosen: list[str]) -> dict:
@@ -193,7 +196,9 @@ def make_methods(model, scale: dict, chosen: list[str]) -> dict:
 
     def features(x_obs, seed):
         s = scale["features"]
-        post = single_estimator(model, s, seed).fit(x_obs).sample(s["samples"], chains=s["chains"],
+        # a run store: a repetition killed midway (15 min each) resumes from its last epoch
+        store = common.method_store(NAME, "single-model-features", seed, {k: v for k, v in s.items() if k != "reps"})
+        post = single_estimator(model, s, seed, store).fit(x_obs).sample(s["samples"], chains=s["chains"],
                                                                   max_steps=s["max_steps"])
         return common.MethodResult(post, extra={"edge_fraction": post.info.get("edge_fraction")})
 

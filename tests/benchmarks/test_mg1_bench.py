@@ -64,3 +64,21 @@ def test_trust_lines_report_each_round_and_only_rendered_repetitions(bench):
     assert line.startswith("single-model-trust, repetition 1: round 1 centre (0.68, 6.3, 0.208)")
     assert "round 2 centre (0.97, 5.07, 0.199) sd_u (0.2, 0.39, 0.026), edge 5%" in line
     assert "0.120 / 0.600 / 0.017, covering yes / no / yes" in line
+
+
+def test_features_method_builds_its_estimator_from_json_settings(bench, tmp_path, monkeypatch):
+    """single-model-features names its data_features ("queue"), so its settings fingerprint the
+    records and the run store; the estimator gets the summaries, nets in theta and its D^R size."""
+    from scorebayes.models.mg1 import queue_features
+
+    s = bench.SMALL["features"]
+    config = {k: v for k, v in s.items() if k != "reps"}
+    assert bench.common.config_fingerprint(config) != bench.common.config_fingerprint({**config, "N_R": 2_000})
+    monkeypatch.setattr(bench.common, "STORES", tmp_path)
+    store = bench.common.method_store("mg1", "single-model-features", 3, config)
+    est = bench.single_estimator(bench.get_model("mg1"), s, 3, store)
+    assert est.data_features is queue_features and est.network_coordinates == "constrained"
+    assert est.num_groups == 20_000 and est.hidden == (64, 64) and est.store is store
+    assert bench.single_estimator(bench.get_model("mg1"), bench.SMALL["single"], 3).data_features is None
+    with pytest.raises(ValueError, match="unknown data_features 'sorted'"):
+        bench.single_estimator(bench.get_model("mg1"), {**s, "data_features": "sorted"}, 3)
