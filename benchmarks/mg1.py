@@ -315,6 +315,17 @@ def paper_table_lines(records: list[dict], scale: dict, reps: int) -> list[str]:
     return lines
 
 
+def features_line(records: list[dict], reps: int) -> list[str]:
+    """One note line listing each single-model-features repetition's CI95 widths and coverage."""
+    rows = sorted((r for r in records if r["method"] == "single-model-features" and r["rep"] < reps),
+                  key=lambda r: r["rep"])
+    if not rows:
+        return []
+    return ["single-model-features per repetition, CI95 widths theta1 / theta2 / theta3 (covered): " + "; ".join(
+        f"{r['rep']}: " + " / ".join(f"{w:.3f}" for w in r["width"]) + " ("
+        + "/".join("yes" if c else "no" for c in r["covers"]) + ")" for r in rows) + "."]
+
+
 def trust_lines(records: list[dict], reps: int) -> list[str]:
     """One note line per single-model-trust repetition: where each round's region went (centre in
     theta, SDs in u, the chains' edge fraction), and the final widths."""
@@ -358,6 +369,7 @@ def main(argv=None) -> None:
     seconds = max(time.perf_counter() - start, sum(r["seconds"] for r in records if r["rep"] < args.reps))
     scale_note = common.scale_note(scale, args.reps, args.full)
     notes = [
+        *features_line(records, args.reps),
         *trust_lines(records, args.reps),
         "TRUST-REGION TABLE ROUNDS: NOT A FIX YET (session 34, single-model-trust, repetitions 0-1, "
         "`scorebayes bench mg1 --methods single-model-trust --only-reps 0` and `1` as two processes, "

@@ -82,3 +82,12 @@ def test_features_method_builds_its_estimator_from_json_settings(bench, tmp_path
     assert bench.single_estimator(bench.get_model("mg1"), bench.SMALL["single"], 3).data_features is None
     with pytest.raises(ValueError, match="unknown data_features 'sorted'"):
         bench.single_estimator(bench.get_model("mg1"), {**s, "data_features": "sorted"}, 3)
+
+
+def test_features_line_lists_only_rendered_repetitions_in_order(bench):
+    recs = [{"method": "single-model-features", "rep": r, "width": [0.1 * (r + 1), 0.3, 0.016],
+             "covers": [1.0, float(r != 1), 1.0]} for r in (2, 1, 0)]
+    recs.append({"method": "single-model", "rep": 0, "width": [9.0, 9.0, 9.0], "covers": [0.0, 0.0, 0.0]})
+    (line,) = bench.features_line(recs, reps=2)
+    assert line.endswith("0: 0.100 / 0.300 / 0.016 (yes/yes/yes); 1: 0.200 / 0.300 / 0.016 (yes/no/yes).")
+    assert bench.features_line(recs[3:], reps=2) == []
