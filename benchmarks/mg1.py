@@ -159,6 +159,22 @@ def single_estimator(model, s: dict, seed: int, store=None) -> ScoreLangevin:
         parameter_names=model.parameter_names, seed=seed, progress=False, store=store)
 
 
+def refine_rounds(est: ScoreLangevin, post, s: dict, *, rounds: int, max_rounds: int, groups: int,
+                  on_round=None):
+    """At least ``rounds`` refine_debiasing rounds (``groups`` new groups of ``s["m_R"]``), more (up to
+    ``max_rounds``) while the draws pile up at the edge of the refined region (the correction has not
+    reached the posterior yet), re-sampling at ``s``'s chains after each; ``on_round(k, post)`` sees
+    every round's posterior. Returns the last posterior."""
+    for k in range(max_rounds):
+        if k >= rounds and post.info["edge_fraction"] <= 0.01:
+            break
+        est.refine_debiasing(post, num_groups=groups, group_size=s["m_R"])
+        post = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
+        if on_round is not None:
+            on_round(k, post)
+    return post
+
+
 def make_methods(model, scale: dict, chosen: list[str]) -> dict:
     """``{method: fn(x_obs [n, 5], seed) -> Posterior}`` at the given scale."""
     prior, sim, names = model.prior, model.simulator, model.parameter_names
@@ -172,13 +188,7 @@ def make_methods(model, scale: dict, chosen: list[str]) -> dict:
         s = scale["refined"]
         est = single_estimator(model, s, seed).fit(x_obs)
         post = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
-        # at least `rounds` refinements, more (up to `max_rounds`) while the draws pile up at the
-        # edge of the refined region (the correction has not reached the posterior yet)
-        for k in range(s["max_rounds"]):
-            if k >= s["rounds"] and post.info["edge_fraction"] <= 0.01:
-                break
-            est.refine_debiasing(post, num_groups=s["groups"], group_size=s["m_R"])
-            post = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
+        post = refine_rounds(est, post, s, rounds=s["rounds"], max_rounds=s["max_rounds"], groups=s["groups"])
         post.info["refinement_rounds"] = len(est.refinements_)
         return post
 

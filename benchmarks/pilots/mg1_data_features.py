@@ -184,15 +184,16 @@ if args.sample:
         est.refit_debiasing(post)
         post = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
         report(post, f"refit {k + 1}", time.time() - t2)
-    for k in range(args.refine + 2):
-        if k >= args.refine and post.info["edge_fraction"] <= 0.01:
-            break
-        t2 = time.time()
-        est.refine_debiasing(post, num_groups=args.groups, group_size=s["m_R"])
-        post = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
-        r = est.refinements_[-1]
-        report(post, f"refine {k + 1} (residual sd {[round(v, 2) for v in r['residual_sd'].tolist()]})",
-               time.time() - t2)
+    if args.refine:
+        t2 = [time.time()]
+
+        def refined(k, post):
+            sd = [round(v, 2) for v in est.refinements_[-1]["residual_sd"].tolist()]
+            report(post, f"refine {k + 1} (residual sd {sd})", time.time() - t2[0])
+            t2[0] = time.time()
+
+        post = bench.refine_rounds(est, post, s, rounds=args.refine, max_rounds=args.refine + 2,
+                                   groups=args.groups, on_round=refined)
     if args.mc_debias:
         t2 = time.time()
         est.mean_net_ = mg1_mc_debias.MonteCarloDebias(est, args.mc_debias, seed=7)
