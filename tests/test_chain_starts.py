@@ -93,3 +93,22 @@ def test_starts_are_reflected_with_a_warning_when_the_box_is_out_of_reach(known_
         post = est.sample(40, chains=40, max_steps=100, seed=3)
     assert post.info["starts_reflected"] == 40
     assert ((seen["init"][:, 0] >= 40.0) & (seen["init"][:, 0] <= 41.0)).all()
+
+
+def test_stored_samples_are_not_reused_for_another_support(known_score_estimator, tmp_path):
+    """Samples in a run store are keyed by the box the chains are reflected in: dropping
+    ``support_fn`` after a cut run draws anew (the posterior N(0, 0.95^2) puts about 84% of the
+    draws outside 0.4 <= theta_0 <= 0.6) instead of returning the cut draws; the same call again loads them."""
+    from scorebayes.store import RunStore
+
+    est = known_score_estimator(torch.eye(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
+    est.store = RunStore(tmp_path, config=None, seed=0)
+    est.support_fn = lambda x: (torch.tensor([0.4, -50.0]), torch.tensor([0.6, 50.0]))
+    cut = est.sample(400, chains=100, max_steps=300, seed=3).draws[:, 0]
+    assert ((cut >= 0.4) & (cut <= 0.6)).all()
+    est.support_fn = None
+    free = est.sample(400, chains=100, max_steps=300, seed=3).draws[:, 0]
+    outside = float(((free < 0.4) | (free > 0.6)).double().mean())
+    assert outside > 0.7, outside  # binomial sd of the share at 400 draws: 0.02
+    again = est.sample(400, chains=100, max_steps=300, seed=3).draws[:, 0]
+    assert torch.equal(again, free)

@@ -1069,6 +1069,8 @@ class ScoreLangevin:
             arguments["kernel_refits"] = kernel
         # samples stored before starts outside the sampling box were redrawn (not reflected) differ
         arguments["chain_starts"] = "redrawn-in-box"
+        # the box the chains are reflected in: another support_fn (or none) draws other samples
+        arguments["chain_box"] = [[float(f"{v:.6g}") for v in side.tolist()] for side in self._chain_box()]
         text = repr(sorted((k, repr(v)) for k, v in arguments.items()))
         return f"samples_{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
