@@ -161,7 +161,7 @@ def report(post, label: str, seconds: float) -> None:
     lo, hi = th.quantile(0.025, 0), th.quantile(0.975, 0)
     chain_theta1 = model.to_reported(post.samples.reshape(-1, 3)).reshape(post.samples.shape)[..., 0]
     chain_theta1 = chain_theta1.mean(1).sort().values
-    low, high = est._chain_box()
+    low, high = est.chain_box()
     u = est.space.to_unconstrained(post.draws.reshape(-1, 3))
     tol = 0.01 * (high - low)
     faces = [f"{(u[:, k] < low[k] + tol[k]).double().mean():.2f}/{(u[:, k] > high[k] - tol[k]).double().mean():.2f}"

@@ -799,15 +799,23 @@ class ScoreLangevin:
             high = torch.minimum(high, last["center"] + 4 * last["spread"])
         return low, high
 
-    def _chain_box(self) -> tuple[Tensor, Tensor]:
-        """Box in ``u`` the chains are reflected in: :meth:`_sampling_region` cut to the data's
-        support (``support_fn``), if any."""
+    def chain_box(self) -> tuple[Tensor, Tensor]:
+        """Box in ``u`` the chains are reflected in, ``(low [d], high [d])``: the trained region
+        (cut after :meth:`refine_debiasing`) cut to the data's support (``support_fn``), if any."""
         low, high = self._sampling_region()
         if self.support_fn is not None:
             s_low, s_high = self.support_fn(self.x_obs_)
             low = torch.maximum(low, self.space.to_unconstrained(torch.as_tensor(s_low, dtype=torch.float64)))
             high = torch.minimum(high, self.space.to_unconstrained(torch.as_tensor(s_high, dtype=torch.float64)))
         return low, high
+
+    def noisy_copies(self) -> list[Tensor]:
+        r"""The data the chains of :meth:`sample` condition on, ``noise_draws`` tensors ``[n, p]``:
+        :math:`\tilde{\mathbf X}^*_c = \mathbf X^* + \sigma\varepsilon_c` (``noise_sd`` :math:`=\sigma`;
+        App. C.1.1), the same on every call; ``[x_obs]`` without noise smoothing."""
+        self._check_fitted()
+        copies = self.noise_draws if self.noise_sd is not None else 1
+        return [self._noisy(self.x_obs_, "observed", c) for c in range(copies)]
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "score_net_"):
@@ -889,7 +897,8 @@ class ScoreLangevin:
         saved_as = self._samples_name(dict(locals()))
         if saved_as is not None and self.store.is_done(saved_as):
             return Posterior.load(self.store.file("arrays", saved_as, ".npz"))
-        copies = self.noise_draws if self.noise_sd is not None else 1
+        data_copies = self.noisy_copies()
+        copies = len(data_copies)
         chains = chains or max(4, num_samples // 50)
         chains = max(copies, chains - chains % copies)
         per_copy = chains // copies
@@ -898,12 +907,11 @@ class ScoreLangevin:
         # chains stay where the score was learned (reflection at the training region's edge),
         # and after refine_debiasing where the local correction was fitted (centre +- 4 spreads)
         region_low, region_high = self._sampling_region()
-        low, high = self._chain_box()
+        low, high = self.chain_box()
         bounds = (low, high)
         results, infos, starts = [], [], []
         start_counts = [0, 0]  # starts redrawn, starts reflected into the box
-        for c in range(copies):
-            x_copy = self._noisy(self.x_obs_, "observed", c)
+        for c, x_copy in enumerate(data_copies):
             g = make_generator(seed, "langevin", c)
             sampler = self.proposal_ if init == "proposal" else PriorSampler(self.prior)
             u0, redrawn, reflected = self._chain_starts(sampler, per_copy, g, low, high)
@@ -1000,6 +1008,8 @@ class ScoreLangevin:
             "relaxation_steps": float(relax),
             "chains": int(u_draws.shape[0]),
             "diverged_chains": int(sum(int(i.diverged.sum()) for i in infos)),
+            # which noisy copy of the data (noisy_copies()) each chain conditions on
+            "chain_copies": [c for c, i in enumerate(infos) for _ in range(int((~i.diverged).sum()))],
             "edge_fraction": edge_fraction,
             "starts_redrawn": start_counts[0],
             "starts_reflected": start_counts[1],
@@ -1070,7 +1080,7 @@ class ScoreLangevin:
         # samples stored before starts outside the sampling box were redrawn (not reflected) differ
         arguments["chain_starts"] = "redrawn-in-box"
         # the box the chains are reflected in: another support_fn (or none) draws other samples
-        arguments["chain_box"] = [[float(f"{v:.6g}") for v in side.tolist()] for side in self._chain_box()]
+        arguments["chain_box"] = [[float(f"{v:.6g}") for v in side.tolist()] for side in self.chain_box()]
         text = repr(sorted((k, repr(v)) for k, v in arguments.items()))
         return f"samples_{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 

@@ -14,6 +14,7 @@ import pytest
 import torch
 from torch.distributions import Normal
 
+from scorebayes.posterior import Posterior
 from scorebayes.priors import ParameterSpace, independent
 from scorebayes.proposal import GaussianProposal
 from scorebayes.samplers.sbi_mh import mh_correct, posterior_score
@@ -80,6 +81,68 @@ def test_learned_acceptance_reduces_bias(setting):
     _, s_mh = _moments(mh)
     assert torch.all((s_mh / sd - 1).abs() < 0.15), s_mh / sd
     assert 0.3 < mh.info["acceptance_rate"] < 1.0
+
+
+class NoisyCopiesEstimator(KnownScoreEstimator):
+    """Noise smoothing with 3 fixed copies of the data: copy c shifts the second coordinate of
+    every observation by (c - 1), so copy c's posterior is N(mean + (0, (c - 1) n / (n + 1/9)), sd^2 I);
+    the chain box cuts the first coordinate at the posterior mean."""
+
+    noise_sd, noise_draws = 0.5, 3
+
+    def __init__(self, x_obs: torch.Tensor, cut: float):
+        super().__init__(x_obs)
+        self.cut = cut
+
+    def noisy_copies(self) -> list[torch.Tensor]:
+        return [self.x_obs_ + torch.tensor([0.0, c - 1.0], dtype=torch.float64) for c in range(3)]
+
+    def chain_box(self) -> tuple[torch.Tensor, torch.Tensor]:
+        low, high = self.training_region_
+        return low, torch.tensor([self.cut, float(high[1])], dtype=torch.float64)
+
+    def likelihood_score(self, u: torch.Tensor, x: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.x_obs_ if x is None else x
+        return (x.sum(0) - len(x) * u).to(torch.float64)
+
+
+def test_noise_smoothed_estimator_is_corrected_copy_by_copy_inside_its_chain_box(setting):
+    r"""Each chain targets its own copy's posterior (second coordinate's mean shifted by about
+    c - 1 = 3.2 sd), truncated to the chain box: the first coordinate is a half-normal below the
+    mean (mean - sd sqrt(2/pi), sd sqrt(1 - 2/pi) sd). Chains mixed up between copies, or on the
+    raw data, miss the per-copy means by about 3 sd."""
+    _, mean, sd = setting
+    est = NoisyCopiesEstimator(setting[0].x_obs_, float(mean[0]))
+    owner = [0] * 60 + [1] * 60 + [2] * 60
+    start = mean + 0.1 * torch.randn(180, 5, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    start[:, :, 0] = start[:, :, 0].clamp_max(float(mean[0]))
+    init = Posterior(start, ["a", "b"], info={"chain_copies": owner})
+    post = mh_correct(est, 180 * 30, chains=180, init=init, acceptance="quadrature", num_nodes=2,
+                      step_size_factor=1.0, burn_in=200, thin=3, seed=4)
+    assert post.info["chain_copies"] == owner and len(post.info["acceptance_rate_per_copy"]) == 3
+    draws = post.samples  # [180, 30, 2]
+    assert (draws[..., 0] <= mean[0] + 1e-12).all()
+    shift = N_OBS / (N_OBS + 1 / PRIOR_SD**2)
+    for c in range(3):
+        block = draws[60 * c:60 * (c + 1)].reshape(-1, 2)
+        se = sd / math.sqrt(len(block) / 3)  # an effective sample size of a third of the draws
+        assert abs(float(block[:, 1].mean()) - (float(mean[1]) + (c - 1) * shift)) < 5 * se, c
+        half_normal_mean = float(mean[0]) - sd * math.sqrt(2 / math.pi)
+        assert abs(float(block[:, 0].mean()) - half_normal_mean) < 5 * se, c
+    with pytest.raises(ValueError, match="chain_copies"):
+        mh_correct(est, 100, init=Posterior(start, ["a", "b"]))
+
+
+def test_langevin_sample_records_each_chains_copy_for_the_correction(known_score_estimator):
+    est = known_score_estimator(torch.eye(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
+    est.noise_sd, est.noise_draws = 0.5, 3
+    copies = est.noisy_copies()
+    assert len(copies) == 3 and not torch.equal(copies[0], copies[1])
+    assert all(torch.equal(a, b) for a, b in zip(copies, est.noisy_copies()))  # the same on every call
+    post = est.sample(60, chains=30, max_steps=200, seed=2)
+    assert post.info["chain_copies"] == [0] * 10 + [1] * 10 + [2] * 10
+    fixed = mh_correct(est, 60, init=post, acceptance="quadrature", num_nodes=2, burn_in=20, thin=2, seed=2)
+    assert fixed.info["chain_copies"] == post.info["chain_copies"] and fixed.samples.shape == (30, 2, 2)
 
 
 def test_bad_input(setting):

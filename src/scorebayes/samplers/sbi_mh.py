@@ -51,7 +51,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from ..parallel import make_generator
+from ..parallel import derive_seed, make_generator
 from ..posterior import Posterior
 from ..scoremh.pipeline import make_kernel
 from .acceptance import LearnedRule, QuadratureRule
@@ -92,6 +92,59 @@ def _standardisation(estimator: Any, num: int, generator: torch.Generator) -> tu
     if len(u) < 2:
         raise ValueError("the estimator's proposal gives fewer than 2 finite unconstrained draws")
     return u.mean(0), u.std(0).clamp_min(1e-12), u
+
+
+#: mh_correct's arguments passed on unchanged to each copy's run
+_COPY_OPTIONS = ("acceptance", "step_size", "step_size_factor", "burn_in", "thin", "num_nodes", "quadrature",
+                 "jump_every", "jump_beta", "jump_nodes", "precondition", "pilot_steps", "acceptance_hidden",
+                 "acceptance_epochs", "acceptance_batch", "lam", "learned_form", "max_steps", "progress")
+
+
+class _OneCopy:
+    """The attributes :func:`mh_correct` uses, for one noisy copy of a noise-smoothed estimator's
+    data (:meth:`~scorebayes.sbi.ScoreLangevin.noisy_copies`) and its chain box."""
+
+    def __init__(self, estimator: Any, x_copy: Tensor):
+        self.estimator, self.x_copy = estimator, x_copy
+        self.space, self.proposal_ = estimator.space, estimator.proposal_
+        self.training_region_ = estimator.chain_box()
+        self.parameter_names = getattr(estimator, "parameter_names", None)
+
+    def likelihood_score(self, u: Tensor) -> Tensor:
+        return self.estimator.likelihood_score(u, self.x_copy)
+
+
+def _per_copy(estimator: Any, copies: list[Tensor], num_samples: int, chains: int | None, init: Any,
+              seed: int, options: dict[str, Any]) -> Posterior:
+    """:func:`mh_correct` run on each noisy copy of the data, the chains of ``init`` (a
+    :class:`Posterior` of :meth:`~scorebayes.sbi.ScoreLangevin.sample`) on the copy they ran on
+    (``info["chain_copies"]``), or ``chains`` split evenly; the draws concatenated in copy order."""
+    k = len(copies)
+    if isinstance(init, Posterior):
+        owner = init.info.get("chain_copies")
+        if owner is None or len(owner) != init.samples.shape[0]:
+            raise ValueError("init must be a Posterior of the estimator's sample() (info['chain_copies'] "
+                             "names each chain's noisy copy of the data)")
+        owner = torch.as_tensor(owner)
+        inits = [Posterior(init.samples[owner == c], init.names, info={"chain_copies": []}) for c in range(k)]
+        counts = [int((owner == c).sum()) for c in range(k)]
+    else:
+        total = chains or max(4, num_samples // 50)
+        counts = [total // k + (c < total % k) for c in range(k)]
+        inits = [init] * k
+    per_chain = math.ceil(num_samples / max(1, sum(counts)))
+    runs = [(c, mh_correct(_OneCopy(estimator, x_copy), n * per_chain, chains=n, init=start,
+                           seed=derive_seed(seed, "copy", c), **options))
+            for c, (x_copy, n, start) in enumerate(zip(copies, counts, inits)) if n > 0]
+    info = dict(runs[0][1].info)
+    sizes = [len(out.samples) for _, out in runs]
+    for key in ("acceptance_rate", "jump_acceptance_rate"):  # chain-weighted means, and per copy
+        rates = [out.info[key] for _, out in runs]
+        info[key] = None if rates[0] is None else sum(r * n for r, n in zip(rates, sizes)) / sum(sizes)
+        info[f"{key}_per_copy"] = rates
+    info["chains"] = sum(sizes)
+    info["chain_copies"] = [c for (c, _), n in zip(runs, sizes) for _ in range(n)]
+    return Posterior(torch.cat([out.samples for _, out in runs]), runs[0][1].names, info=info)
 
 
 def mh_correct(
@@ -151,6 +204,12 @@ def mh_correct(
         seed: random seed (default the estimator's).
         progress: tqdm bars.
 
+    A noise-smoothed estimator (``noise_sd`` set) is corrected copy by copy: the chains of a
+    :class:`Posterior` ``init`` stay on the noisy copy of the data they ran on
+    (``info["chain_copies"]``; :meth:`~scorebayes.sbi.ScoreLangevin.noisy_copies`), otherwise the
+    chains are split evenly over the copies. A :class:`~scorebayes.sbi.ScoreLangevin`'s chains
+    stay in its :meth:`~scorebayes.sbi.ScoreLangevin.chain_box` (trained region and ``support_fn``).
+
     Returns:
         :class:`~scorebayes.posterior.Posterior` of :math:`\theta` ``[chains, S, d]``; ``info`` has
         ``acceptance_rate`` (MALA moves), ``jump_acceptance_rate``, ``step_size`` (:math:`h` in
@@ -171,13 +230,17 @@ def mh_correct(
     if step_size != "auto" and not float(step_size) > 0:
         raise ValueError(f"step_size must be positive or 'auto', got {step_size!r}")
     seed = getattr(estimator, "seed", 0) if seed is None else seed
+    if init == "ula":
+        n = chains or max(4, num_samples // 50)
+        init = estimator.sample(max(4 * n, 400), chains=n, seed=seed)
+    if getattr(estimator, "noise_sd", None) is not None:  # each chain on one noisy copy, as sample() does
+        options = {k: v for k, v in locals().items() if k in _COPY_OPTIONS}
+        return _per_copy(estimator, estimator.noisy_copies(), num_samples, chains, init, seed, options)
     g = make_generator(seed, "sbi-mh")
     chains = chains or max(4, num_samples // 50)
     per_chain = math.ceil(num_samples / chains)
     score_u = posterior_score(estimator)
     pilot_u = None
-    if init == "ula":
-        init = estimator.sample(max(4 * chains, 400), chains=chains, seed=seed)
     if isinstance(init, Posterior):  # ULA chains [C, S, d]: start, scale and SBM training data
         pilot_u = estimator.space.to_unconstrained(init.samples.double())
         flat = pilot_u.reshape(-1, pilot_u.shape[-1])
@@ -204,7 +267,8 @@ def mh_correct(
     def score(z: Tensor) -> Tensor:  # s_z(z) = A^T s_u(m + A z)
         return score_u(to_u(z)) @ A.to(z.dtype)
 
-    region = getattr(estimator, "training_region_", None)
+    # a ScoreLangevin's chain box: the trained region cut to the data's support (support_fn)
+    region = estimator.chain_box() if hasattr(estimator, "chain_box") else getattr(estimator, "training_region_", None)
     support = None
     if region is not None:
         low, high = region
