@@ -195,7 +195,7 @@ def command_line(name: str) -> str:
     return ("scorebayes bench " + name.replace("_", "-") + " " + " ".join(sys.argv[1:])).strip()
 
 
-def _costs(post: Posterior) -> tuple[float, float]:
+def costs(post: Posterior) -> tuple[float, float]:
     info = post.info or {}
     loc = float(info.get("cost_localization", 0.0) or 0.0)
     if "cost" in info:
@@ -284,10 +284,10 @@ def run_repetitions(name: str, model: Any, methods: dict[str, Callable[[Tensor, 
             if isinstance(out, MethodResult):
                 post, cost, loc, extra = out.posterior, out.cost, out.cost_localization, dict(out.extra)
                 if cost is None:
-                    cost, loc = _costs(post)
+                    cost, loc = costs(post)
             else:
                 post, extra = out, {}
-                cost, loc = _costs(post)
+                cost, loc = costs(post)
             rec = {"method": method, "rep": r, "seed": rep_seed, "base_seed": seed,
                    "seconds": seconds, "cost": cost, "cost_localization": loc}
             if method in fingerprints:

@@ -27,12 +27,14 @@ from scorebayes.baselines import bsl, npe  # noqa: E402
 from scorebayes.models import get_model  # noqa: E402
 from scorebayes.models.mg1 import queue_features  # noqa: E402
 from scorebayes.parallel import derive_seed, make_generator  # noqa: E402
+from scorebayes.samplers.sbi_mh import mh_correct  # noqa: E402
 from scorebayes.sbi import ScoreLangevin, TrainingSchedule  # noqa: E402
 from scorebayes.trust_region import trust_region_fit  # noqa: E402
 
 NAME = "mg1"
 METHODS = ["single-model", "n-model", "abc", "bsl", "npe", "single-model-refined", "n-model-paper-table",
-           "n-model-paper-table-long", "n-model-paper-training", "single-model-trust", "single-model-features"]
+           "n-model-paper-table-long", "n-model-paper-training", "single-model-trust", "single-model-features",
+           "single-model-features-mh"]
 NAMES = ["theta1", "theta2", "theta3"]
 
 # Table 1 (100 repetitions): (bias, bias_sd, ci_width, ci_width_sd, coverage); Table 4 costs
@@ -105,6 +107,12 @@ SMALL = {
         "mean_penalty_epochs": 20, "mean_batch": 100, "batch": 256, "lr": (3e-3, 1e-4), "hidden": (64, 64),
         "activation": "silu", "network_coordinates": "constrained", "data_features": "queue",
         "samples": 600, "chains": 60, "max_steps": 20_000, "localize": True, "reps": 10}),
+    # beyond the paper (session 38): single-model-features' fits and ULA chains (loaded from its
+    # run stores), then MH-corrected (scorebayes.samplers.sbi_mh.mh_correct: MALA and every 5th step
+    # a pCN jump, both accepted by the path integral of the learned score), which moves chains
+    # stuck in spurious regions of the learned score and weighs the regions (the mg1 note "MH")
+    "features_mh": {**_features, "mh_steps": 4_000, "mh_jump_every": 5, "mh_jump_beta": 0.9, "mh_nodes": 4,
+                    "mh_jump_nodes": 16},
 }
 # the paper's n-model training (Table 1 at --full: the plain "n" row; the variants do not run there)
 _PAPER_N = {"N": 20_000, "epochs": 5_000, "batch": 500, "lr": (1e-3, 1e-3), "samples": 1_000, "chains": 1_000,
@@ -129,6 +137,8 @@ FULL = {
     "n_paper_training": {**_PAPER_N, "patience": 200, "store": True},
     "trust": {**_trust, "samples": 3_000, "chains": 3_000, "reps": 100},
     "features": {**_features, "samples": 3_000, "chains": 3_000, "reps": 100},
+    "features_mh": {**_features, "samples": 3_000, "chains": 3_000, "reps": 100, "mh_steps": 4_000,
+                    "mh_jump_every": 5, "mh_jump_beta": 0.9, "mh_nodes": 4, "mh_jump_nodes": 16},
 }
 #: ``data_features`` settings by name (a name keeps the settings JSON-able for record fingerprints)
 DATA_FEATURES = {None: None, "queue": queue_features}
@@ -175,8 +185,16 @@ def refine_rounds(est: ScoreLangevin, post, s: dict, *, rounds: int, max_rounds:
     return post
 
 
-def make_methods(model, scale: dict, chosen: list[str]) -> dict:
-    """``{method: fn(x_obs [n, 5], seed) -> Posterior}`` at the given scale."""
+def features_store(scale: dict, seed: int):
+    """single-model-features' run store of the repetition with seed ``seed`` (its fit and samples;
+    the settings that only the MH correction reads are not part of its config)."""
+    s = {k: v for k, v in scale["features"].items() if k != "reps"}
+    return common.method_store(NAME, "single-model-features", seed, s)
+
+
+def make_methods(model, scale: dict, chosen: list[str], base_seed: int = 0) -> dict:
+    """``{method: fn(x_obs [n, 5], seed) -> Posterior}`` at the given scale (``base_seed``: the
+    run's ``--seed``, which maps single-model-features-mh's seeds to the fits it corrects)."""
     prior, sim, names = model.prior, model.simulator, model.parameter_names
 
     def single(x_obs, seed):
@@ -207,10 +225,27 @@ def make_methods(model, scale: dict, chosen: list[str]) -> dict:
     def features(x_obs, seed):
         s = scale["features"]
         # a run store: a repetition killed midway (15 min each) resumes from its last epoch
-        store = common.method_store(NAME, "single-model-features", seed, {k: v for k, v in s.items() if k != "reps"})
-        post = single_estimator(model, s, seed, store).fit(x_obs).sample(s["samples"], chains=s["chains"],
-                                                                  max_steps=s["max_steps"])
+        post = single_estimator(model, s, seed, features_store(scale, seed)).fit(x_obs).sample(
+            s["samples"], chains=s["chains"], max_steps=s["max_steps"])
         return common.MethodResult(post, extra={"edge_fraction": post.info.get("edge_fraction")})
+
+    # single-model-features-mh on repetition r corrects single-model-features' fit of repetition r
+    fit_seeds = {derive_seed(base_seed, "single-model-features-mh", r):
+                 derive_seed(base_seed, "single-model-features", r) for r in range(scale["features_mh"]["reps"])}
+
+    def features_mh(x_obs, seed):
+        s, fit_seed = scale["features_mh"], fit_seeds[seed]
+        est = single_estimator(model, scale["features"], fit_seed, features_store(scale, fit_seed)).fit(x_obs)
+        ula = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
+        post = mh_correct(est, s["samples"], chains=ula.samples.shape[0], init=ula, acceptance="quadrature",
+                          num_nodes=s["mh_nodes"], jump_every=s["mh_jump_every"], jump_beta=s["mh_jump_beta"],
+                          jump_nodes=s["mh_jump_nodes"], max_steps=s["mh_steps"])
+        ula_record = common.repetition_record(model, ula, model.to_reported(model.true_parameters).numpy())
+        cost, loc = common.costs(ula)
+        return common.MethodResult(post, cost=cost, cost_localization=loc, extra={
+            "ula_width": ula_record["width"], "ula_covers": ula_record["covers"],
+            "acceptance_rate_per_copy": post.info["acceptance_rate_per_copy"],
+            "jump_acceptance_rate_per_copy": post.info["jump_acceptance_rate_per_copy"]})
 
     def nmodel(x_obs, seed, key="n"):
         s = scale[key]
@@ -256,7 +291,7 @@ def make_methods(model, scale: dict, chosen: list[str]) -> dict:
 
     table = {"single-model": single, "n-model": nmodel, "abc": abc, "bsl": bsl_fn, "npe": npe_fn,
              "single-model-refined": refined, "single-model-trust": trust,
-             "single-model-features": features,
+             "single-model-features": features, "single-model-features-mh": features_mh,
              **{m: nmodel_paper_table(k) for m, k in PAPER_TABLE_VARIANTS.items()}}
     return {m: table[m] for m in chosen}
 
@@ -358,16 +393,18 @@ def main(argv=None) -> None:
                              only_reps=True)
     scale = FULL if args.full else SMALL
     model = get_model(NAME)
-    methods = keep_first(NAME, make_methods(model, scale, args.methods), args.seed)
+    methods = keep_first(NAME, make_methods(model, scale, args.methods, args.seed), args.seed)
     start = time.perf_counter()
     records = common.run_repetitions(NAME, model, methods, reps=args.reps, seed=args.seed,
                                      fresh=args.fresh, progress=not args.quiet,
                                      configs={m: {k: v for k, v in scale[key].items() if k != "reps"}
                                               for m, key in (("single-model-trust", "trust"),
-                                                             ("single-model-features", "features"))},
+                                                             ("single-model-features", "features"),
+                                                             ("single-model-features-mh", "features_mh"))},
                                      max_reps={"single-model-refined": scale["refined"]["reps"],
                                                "single-model-trust": scale["trust"]["reps"],
                                                "single-model-features": scale["features"]["reps"],
+                                               "single-model-features-mh": scale["features_mh"]["reps"],
                                                **{m: scale[k]["reps"] for m, k in PAPER_TABLE_VARIANTS.items()}},
                                      only_reps=args.only_reps, plan=args.plan)
     if args.only_reps is not None:

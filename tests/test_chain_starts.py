@@ -112,3 +112,21 @@ def test_stored_samples_are_not_reused_for_another_support(known_score_estimator
     assert outside > 0.7, outside  # binomial sd of the share at 400 draws: 0.02
     again = est.sample(400, chains=100, max_steps=300, seed=3).draws[:, 0]
     assert torch.equal(again, free)
+
+
+def test_samples_stored_before_chain_copies_get_them_back(known_score_estimator, tmp_path):
+    """A stored posterior without ``info["chain_copies"]`` (saved by an older version) loads with
+    the equal blocks in copy order that sample() ran (mh_correct needs them)."""
+    from scorebayes.posterior import Posterior
+    from scorebayes.store import RunStore
+
+    est = known_score_estimator(torch.eye(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
+    est.noise_sd, est.noise_draws = 0.5, 3
+    est.store = RunStore(tmp_path, config=None, seed=0)
+    first = est.sample(60, chains=30, max_steps=100, seed=1)
+    path = next((tmp_path / "arrays").glob("samples_*.npz"))
+    old = Posterior.load(path)
+    del old.info["chain_copies"]
+    old.save(path)
+    again = est.sample(60, chains=30, max_steps=100, seed=1)
+    assert again.info["chain_copies"] == first.info["chain_copies"] == [0] * 10 + [1] * 10 + [2] * 10

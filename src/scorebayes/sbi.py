@@ -896,7 +896,12 @@ class ScoreLangevin:
         seed = self.seed if seed is None else seed
         saved_as = self._samples_name(dict(locals()))
         if saved_as is not None and self.store.is_done(saved_as):
-            return Posterior.load(self.store.file("arrays", saved_as, ".npz"))
+            stored = Posterior.load(self.store.file("arrays", saved_as, ".npz"))
+            if "chain_copies" not in stored.info and not stored.info.get("diverged_chains"):
+                # stored before chain_copies was recorded: each copy ran an equal block, in order
+                per_copy = stored.samples.shape[0] // len(self.noisy_copies())
+                stored.info["chain_copies"] = [c for c in range(len(self.noisy_copies())) for _ in range(per_copy)]
+            return stored
         data_copies = self.noisy_copies()
         copies = len(data_copies)
         chains = chains or max(4, num_samples // 50)

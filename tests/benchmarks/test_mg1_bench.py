@@ -91,3 +91,41 @@ def test_features_line_lists_only_rendered_repetitions_in_order(bench):
     (line,) = bench.features_line(recs, reps=2)
     assert line.endswith("0: 0.100 / 0.300 / 0.016 (yes/yes/yes); 1: 0.200 / 0.300 / 0.016 (yes/no/yes).")
     assert bench.features_line(recs[3:], reps=2) == []
+
+
+def test_features_mh_corrects_the_features_fit_of_the_same_repetition(bench, tmp_path, monkeypatch):
+    """single-model-features-mh on repetition r loads single-model-features' fit of repetition r
+    (its seed and run store, same config) and its ULA chains, then MH-corrects those chains."""
+    monkeypatch.setattr(bench.common, "STORES", tmp_path)
+    seen = {}
+    ula = Posterior(torch.full((6, 2, 3), 0.5, dtype=torch.float64), ["a", "b", "c"],
+                    info={"simulations": 10.0, "chain_copies": [0, 0, 1, 1, 2, 2]})
+
+    class FakeEstimator:
+        def fit(self, x):
+            return self
+
+        def sample(self, num, **kw):
+            seen["sample"] = (num, kw)
+            return ula
+
+    def fake_single(model, s, seed, store=None):
+        seen.update(settings=s, seed=seed, store=store.path.name)
+        return FakeEstimator()
+
+    def fake_mh(est, num, **kw):
+        seen["mh"] = kw
+        return Posterior(ula.samples, ula.names, info={"acceptance_rate_per_copy": [0.8] * 3,
+                                                       "jump_acceptance_rate_per_copy": [0.1] * 3})
+
+    monkeypatch.setattr(bench, "single_estimator", fake_single)
+    monkeypatch.setattr(bench, "mh_correct", fake_mh)
+    run = bench.make_methods(bench.get_model("mg1"), bench.SMALL, ["single-model-features-mh"], base_seed=5)
+    out = run["single-model-features-mh"](None, bench.derive_seed(5, "single-model-features-mh", 2))
+    fit_seed = bench.derive_seed(5, "single-model-features", 2)
+    assert seen["seed"] == fit_seed and seen["store"] == f"mg1-single-model-features-{fit_seed}"
+    assert seen["settings"] is bench.SMALL["features"]
+    assert seen["mh"]["init"] is ula and seen["mh"]["max_steps"] == 4_000 and seen["mh"]["jump_every"] == 5
+    assert out.cost == 10.0 and out.extra["jump_acceptance_rate_per_copy"] == [0.1] * 3
+    mh_only = {k for k in bench.SMALL["features_mh"] if k.startswith("mh_")}
+    assert {k: v for k, v in bench.SMALL["features_mh"].items() if k not in mh_only} == bench.SMALL["features"]
