@@ -34,7 +34,7 @@ from scorebayes.trust_region import trust_region_fit  # noqa: E402
 NAME = "mg1"
 METHODS = ["single-model", "n-model", "abc", "bsl", "npe", "single-model-refined", "n-model-paper-table",
            "n-model-paper-table-long", "n-model-paper-training", "single-model-trust", "single-model-features",
-           "single-model-features-mh"]
+           "single-model-features-mh", "single-model-features-1m-mh"]
 NAMES = ["theta1", "theta2", "theta3"]
 
 # Table 1 (100 repetitions): (bias, bias_sd, ci_width, ci_width_sd, coverage); Table 4 costs
@@ -111,8 +111,13 @@ SMALL = {
     # run stores), then MH-corrected (scorebayes.samplers.sbi_mh.mh_correct: MALA and every 5th step
     # a pCN jump, both accepted by the path integral of the learned score), which moves chains
     # stuck in spurious regions of the learned score and weighs the regions (the mg1 note "MH")
-    "features_mh": {**_features, "mh_steps": 4_000, "mh_jump_every": 5, "mh_jump_beta": 0.9, "mh_nodes": 4,
-                    "mh_jump_nodes": 16},
+    "features_mh": (_mh := {**_features, "mh_steps": 4_000, "mh_jump_every": 5, "mh_jump_beta": 0.9,
+                            "mh_nodes": 4, "mh_jump_nodes": 16}),
+    # the same with 5x the score net's table (N = 1,000,000 over 30 + 6 epochs: about the same
+    # number of steps; the validation loss was best near epoch 30-40 at N = 200,000): on repetition
+    # 1 the net carries 0.63 of the service width's information instead of 0.34 (pilot log
+    # data_features_rep1_both_constrained_N1M_silu_NR20k_30epochs.log). Cost 2,000 + 4,000 (paper 1.04e4)
+    "features_1m_mh": {**_mh, "N": 1_000_000, "epochs": 30, "penalty_epochs": 6},
 }
 # the paper's n-model training (Table 1 at --full: the plain "n" row; the variants do not run there)
 _PAPER_N = {"N": 20_000, "epochs": 5_000, "batch": 500, "lr": (1e-3, 1e-3), "samples": 1_000, "chains": 1_000,
@@ -137,8 +142,9 @@ FULL = {
     "n_paper_training": {**_PAPER_N, "patience": 200, "store": True},
     "trust": {**_trust, "samples": 3_000, "chains": 3_000, "reps": 100},
     "features": {**_features, "samples": 3_000, "chains": 3_000, "reps": 100},
-    "features_mh": {**_features, "samples": 3_000, "chains": 3_000, "reps": 100, "mh_steps": 4_000,
-                    "mh_jump_every": 5, "mh_jump_beta": 0.9, "mh_nodes": 4, "mh_jump_nodes": 16},
+    "features_mh": {**_mh, "samples": 3_000, "chains": 3_000, "reps": 100},
+    "features_1m_mh": {**_mh, "N": 1_000_000, "epochs": 30, "penalty_epochs": 6, "samples": 3_000,
+                       "chains": 3_000, "reps": 100},
 }
 #: ``data_features`` settings by name (a name keeps the settings JSON-able for record fingerprints)
 DATA_FEATURES = {None: None, "queue": queue_features}
@@ -185,11 +191,28 @@ def refine_rounds(est: ScoreLangevin, post, s: dict, *, rounds: int, max_rounds:
     return post
 
 
-def features_store(scale: dict, seed: int):
-    """single-model-features' run store of the repetition with seed ``seed`` (its fit and samples;
-    the settings that only the MH correction reads are not part of its config)."""
-    s = {k: v for k, v in scale["features"].items() if k != "reps"}
-    return common.method_store(NAME, "single-model-features", seed, s)
+def features_store(scale: dict, seed: int, key: str = "features", method: str = "single-model-features"):
+    """The run store of ``method`` (settings ``scale[key]``) on the repetition with seed ``seed``: its
+    fit and samples; the settings that only the MH correction reads are not part of its config."""
+    s = {k: v for k, v in scale[key].items() if k != "reps" and not k.startswith("mh_")}
+    return common.method_store(NAME, method, seed, s)
+
+
+def mh_corrected_fit(model, s: dict, seed: int, store, x_obs) -> common.MethodResult:
+    """Fit (or load from ``store``) the single-model at settings ``s``, sample its ULA chains, and
+    MH-correct them (:func:`~scorebayes.samplers.sbi_mh.mh_correct`, ``s["mh_*"]``); the record
+    keeps the ULA chains' widths and coverage and the acceptance rates per noisy copy."""
+    est = single_estimator(model, s, seed, store).fit(x_obs)
+    ula = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
+    post = mh_correct(est, s["samples"], chains=ula.samples.shape[0], init=ula, acceptance="quadrature",
+                      num_nodes=s["mh_nodes"], jump_every=s["mh_jump_every"], jump_beta=s["mh_jump_beta"],
+                      jump_nodes=s["mh_jump_nodes"], max_steps=s["mh_steps"])
+    ula_record = common.repetition_record(model, ula, model.to_reported(model.true_parameters).numpy())
+    cost, loc = common.costs(ula)
+    return common.MethodResult(post, cost=cost, cost_localization=loc, extra={
+        "ula_width": ula_record["width"], "ula_covers": ula_record["covers"],
+        "acceptance_rate_per_copy": post.info["acceptance_rate_per_copy"],
+        "jump_acceptance_rate_per_copy": post.info["jump_acceptance_rate_per_copy"]})
 
 
 def make_methods(model, scale: dict, chosen: list[str], base_seed: int = 0) -> dict:
@@ -234,18 +257,12 @@ def make_methods(model, scale: dict, chosen: list[str], base_seed: int = 0) -> d
                  derive_seed(base_seed, "single-model-features", r) for r in range(scale["features_mh"]["reps"])}
 
     def features_mh(x_obs, seed):
-        s, fit_seed = scale["features_mh"], fit_seeds[seed]
-        est = single_estimator(model, scale["features"], fit_seed, features_store(scale, fit_seed)).fit(x_obs)
-        ula = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
-        post = mh_correct(est, s["samples"], chains=ula.samples.shape[0], init=ula, acceptance="quadrature",
-                          num_nodes=s["mh_nodes"], jump_every=s["mh_jump_every"], jump_beta=s["mh_jump_beta"],
-                          jump_nodes=s["mh_jump_nodes"], max_steps=s["mh_steps"])
-        ula_record = common.repetition_record(model, ula, model.to_reported(model.true_parameters).numpy())
-        cost, loc = common.costs(ula)
-        return common.MethodResult(post, cost=cost, cost_localization=loc, extra={
-            "ula_width": ula_record["width"], "ula_covers": ula_record["covers"],
-            "acceptance_rate_per_copy": post.info["acceptance_rate_per_copy"],
-            "jump_acceptance_rate_per_copy": post.info["jump_acceptance_rate_per_copy"]})
+        fit_seed = fit_seeds[seed]
+        return mh_corrected_fit(model, scale["features_mh"], fit_seed, features_store(scale, fit_seed), x_obs)
+
+    def features_1m_mh(x_obs, seed):
+        store = features_store(scale, seed, "features_1m_mh", "single-model-features-1m")
+        return mh_corrected_fit(model, scale["features_1m_mh"], seed, store, x_obs)
 
     def nmodel(x_obs, seed, key="n"):
         s = scale[key]
@@ -292,6 +309,7 @@ def make_methods(model, scale: dict, chosen: list[str], base_seed: int = 0) -> d
     table = {"single-model": single, "n-model": nmodel, "abc": abc, "bsl": bsl_fn, "npe": npe_fn,
              "single-model-refined": refined, "single-model-trust": trust,
              "single-model-features": features, "single-model-features-mh": features_mh,
+             "single-model-features-1m-mh": features_1m_mh,
              **{m: nmodel_paper_table(k) for m, k in PAPER_TABLE_VARIANTS.items()}}
     return {m: table[m] for m in chosen}
 
@@ -360,13 +378,12 @@ def paper_table_lines(records: list[dict], scale: dict, reps: int) -> list[str]:
     return lines
 
 
-def features_line(records: list[dict], reps: int) -> list[str]:
-    """One note line listing each single-model-features repetition's CI95 widths and coverage."""
-    rows = sorted((r for r in records if r["method"] == "single-model-features" and r["rep"] < reps),
-                  key=lambda r: r["rep"])
+def features_line(records: list[dict], reps: int, method: str = "single-model-features") -> list[str]:
+    """One note line listing each repetition's CI95 widths and coverage of ``method``."""
+    rows = sorted((r for r in records if r["method"] == method and r["rep"] < reps), key=lambda r: r["rep"])
     if not rows:
         return []
-    return ["single-model-features per repetition, CI95 widths theta1 / theta2 / theta3 (covered): " + "; ".join(
+    return [f"{method} per repetition, CI95 widths theta1 / theta2 / theta3 (covered): " + "; ".join(
         f"{r['rep']}: " + " / ".join(f"{w:.3f}" for w in r["width"]) + " ("
         + "/".join("yes" if c else "no" for c in r["covers"]) + ")" for r in rows) + "."]
 
@@ -400,11 +417,13 @@ def main(argv=None) -> None:
                                      configs={m: {k: v for k, v in scale[key].items() if k != "reps"}
                                               for m, key in (("single-model-trust", "trust"),
                                                              ("single-model-features", "features"),
-                                                             ("single-model-features-mh", "features_mh"))},
+                                                             ("single-model-features-mh", "features_mh"),
+                                                             ("single-model-features-1m-mh", "features_1m_mh"))},
                                      max_reps={"single-model-refined": scale["refined"]["reps"],
                                                "single-model-trust": scale["trust"]["reps"],
                                                "single-model-features": scale["features"]["reps"],
                                                "single-model-features-mh": scale["features_mh"]["reps"],
+                                               "single-model-features-1m-mh": scale["features_1m_mh"]["reps"],
                                                **{m: scale[k]["reps"] for m, k in PAPER_TABLE_VARIANTS.items()}},
                                      only_reps=args.only_reps, plan=args.plan)
     if args.only_reps is not None:
@@ -417,6 +436,8 @@ def main(argv=None) -> None:
     scale_note = common.scale_note(scale, args.reps, args.full)
     notes = [
         *features_line(records, args.reps),
+        *features_line(records, args.reps, "single-model-features-mh"),
+        *features_line(records, args.reps, "single-model-features-1m-mh"),
         *trust_lines(records, args.reps),
         "TRUST-REGION TABLE ROUNDS: NOT A FIX YET (session 34, single-model-trust, repetitions 0-1, "
         "`scorebayes bench mg1 --methods single-model-trust --only-reps 0` and `1` as two processes, "

@@ -91,6 +91,9 @@ def test_features_line_lists_only_rendered_repetitions_in_order(bench):
     (line,) = bench.features_line(recs, reps=2)
     assert line.endswith("0: 0.100 / 0.300 / 0.016 (yes/yes/yes); 1: 0.200 / 0.300 / 0.016 (yes/no/yes).")
     assert bench.features_line(recs[3:], reps=2) == []
+    mh = [{**recs[0], "method": "single-model-features-mh"}]
+    (line,) = bench.features_line(recs + mh, reps=3, method="single-model-features-mh")
+    assert line.startswith("single-model-features-mh per repetition") and line.endswith("2: 0.300 / 0.300 / 0.016 (yes/yes/yes).")
 
 
 def test_features_mh_corrects_the_features_fit_of_the_same_repetition(bench, tmp_path, monkeypatch):
@@ -124,8 +127,13 @@ def test_features_mh_corrects_the_features_fit_of_the_same_repetition(bench, tmp
     out = run["single-model-features-mh"](None, bench.derive_seed(5, "single-model-features-mh", 2))
     fit_seed = bench.derive_seed(5, "single-model-features", 2)
     assert seen["seed"] == fit_seed and seen["store"] == f"mg1-single-model-features-{fit_seed}"
-    assert seen["settings"] is bench.SMALL["features"]
+    assert seen["settings"] is bench.SMALL["features_mh"]
     assert seen["mh"]["init"] is ula and seen["mh"]["max_steps"] == 4_000 and seen["mh"]["jump_every"] == 5
     assert out.cost == 10.0 and out.extra["jump_acceptance_rate_per_copy"] == [0.1] * 3
     mh_only = {k for k in bench.SMALL["features_mh"] if k.startswith("mh_")}
     assert {k: v for k, v in bench.SMALL["features_mh"].items() if k not in mh_only} == bench.SMALL["features"]
+    # the 1M variant fits with its own seed in its own store, 5x the table over 30 + 6 epochs
+    run = bench.make_methods(bench.get_model("mg1"), bench.SMALL, ["single-model-features-1m-mh"], base_seed=5)
+    run["single-model-features-1m-mh"](None, 77)
+    assert seen["seed"] == 77 and seen["store"] == "mg1-single-model-features-1m-77"
+    assert (seen["settings"]["N"], seen["settings"]["epochs"], seen["settings"]["penalty_epochs"]) == (10**6, 30, 6)
