@@ -93,7 +93,8 @@ def test_features_line_lists_only_rendered_repetitions_in_order(bench):
     assert bench.features_line(recs[3:], reps=2) == []
     mh = [{**recs[0], "method": "single-model-features-mh"}]
     (line,) = bench.features_line(recs + mh, reps=3, method="single-model-features-mh")
-    assert line.startswith("single-model-features-mh per repetition") and line.endswith("2: 0.300 / 0.300 / 0.016 (yes/yes/yes).")
+    assert line.startswith("single-model-features-mh per repetition")
+    assert line.endswith("2: 0.300 / 0.300 / 0.016 (yes/yes/yes).")
 
 
 def test_features_mh_corrects_the_features_fit_of_the_same_repetition(bench, tmp_path, monkeypatch):

@@ -268,7 +268,8 @@ def mh_correct(
         return score_u(to_u(z)) @ A.to(z.dtype)
 
     # a ScoreLangevin's chain box: the trained region cut to the data's support (support_fn)
-    region = estimator.chain_box() if hasattr(estimator, "chain_box") else getattr(estimator, "training_region_", None)
+    region = (estimator.chain_box() if hasattr(estimator, "chain_box")
+              else getattr(estimator, "training_region_", None))
     support = None
     if region is not None:
         low, high = region
