@@ -58,10 +58,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     runner = get_runner(method)
     out_dir = Path(args.out) if args.out else Path("runs") / config_path.stem
     start = time.perf_counter()
+    created = not (out_dir / "manifest.json").is_file()
     store = RunStore(out_dir, config=config, seed=seed, fresh=args.fresh)
-    with using_store(store):
-        result = runner(config, base_dir=config_path.parent.resolve(), out_dir=out_dir,
-                        seed=seed, progress=not args.quiet and sys.stderr.isatty())
+    try:
+        with using_store(store):
+            result = runner(config, base_dir=config_path.parent.resolve(), out_dir=out_dir,
+                            seed=seed, progress=not args.quiet and sys.stderr.isatty())
+    except (ConfigError, ValueError, TypeError):
+        # refused before any work (e.g. a bad option): the corrected config may reuse --out
+        if created and not any(p.is_file() for p in out_dir.rglob("*") if p.name != "manifest.json"):
+            (out_dir / "manifest.json").unlink(missing_ok=True)
+        raise
     extra = result.extra
     extra.setdefault("resumed_simulations", 0)
     extra.setdefault("failed_simulations", 0)

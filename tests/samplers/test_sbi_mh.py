@@ -155,7 +155,7 @@ def test_bad_input(setting):
         mh_correct(object())
 
 
-def test_cli_option_mh_correction(tmp_path):
+def test_cli_option_mh_correction(tmp_path, capsys):
     """method = "score-langevin" with [options] mh_correction (apps/langevin.py)."""
     import json
 
@@ -197,3 +197,17 @@ mh_correction = "%s"
     assert abs(row["mean"] - 1.5) < 5 * (row["sd"] + 0.2)
     (tmp_path / "bad.toml").write_text(config % "exact")
     assert main(["run", str(tmp_path / "bad.toml"), "--out", str(tmp_path / "bad"), "--quiet"]) != 0
+    # started from the Langevin chains, with pCN jumps
+    (tmp_path / "ula.toml").write_text(config % "quadrature" + 'mh_init = "ula"\nmh_jump_every = 5\nchains = 20\n')
+    assert main(["run", str(tmp_path / "ula.toml"), "--out", str(tmp_path / "ula"), "--quiet"]) == 0
+    row = json.loads((tmp_path / "ula" / "summary.json").read_text())["parameters"][0]
+    assert abs(row["mean"] - 1.5) < 5 * (row["sd"] + 0.2)
+    for extra, message in (('mh_init = "prior"\n', "mh_init"), ("mh_jump_every = 0\n", "mh_jump_every")):
+        (tmp_path / "bad.toml").write_text(config % "quadrature" + extra)
+        capsys.readouterr()
+        assert main(["run", str(tmp_path / "bad.toml"), "--out", str(tmp_path / "bad2"), "--quiet"]) != 0
+        assert message in capsys.readouterr().err  # and the refused run leaves no manifest behind
+    (tmp_path / "bad.toml").write_text((config % "quadrature").replace('mh_correction = "quadrature"\n', "")
+                                       + "mh_jump_every = 5\n")
+    assert main(["run", str(tmp_path / "bad.toml"), "--out", str(tmp_path / "bad3"), "--quiet"]) != 0
+    assert "need mh_correction" in capsys.readouterr().err

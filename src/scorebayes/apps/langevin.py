@@ -11,7 +11,11 @@ takes a builtin model's per-parameter data views (``Epidemic.score_views``).
 floor-spread summaries (``Epidemic.floor_spread``), which ``score_views = "builtin"`` then includes.
 ``mh_correction = "quadrature"`` or ``"learned"`` replaces the unadjusted Langevin chains by
 MH-corrected MALA chains (:func:`scorebayes.samplers.sbi_mh.mh_correct`; of the sampling
-options only ``num_samples`` and ``chains`` apply then).
+options only ``num_samples`` and ``chains`` apply then). ``mh_init = "ula"`` starts them from the
+Langevin chains instead (run with all the sampling options; the correction then keeps their
+count) and ``mh_jump_every = k`` makes every k-th step a pCN jump, so that chains stuck in a
+spurious region of the learned score can leave it (on M/G/1: ``benchmarks/results/mg1.md``,
+single-model-features-mh).
 """
 
 from __future__ import annotations
@@ -79,6 +83,15 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
     if mh_correction not in (None, "quadrature", "learned"):
         raise ConfigError('[options] mh_correction must be "quadrature" or "learned", '
                           f"got {mh_correction!r}")
+    mh_init = options.pop("mh_init", "proposal")
+    mh_jump_every = options.pop("mh_jump_every", None)
+    if mh_correction is None and ("mh_init" in config.get("options", {}) or mh_jump_every is not None):
+        raise ConfigError('[options] mh_init and mh_jump_every need mh_correction = "quadrature" or "learned"')
+    if mh_init not in ("proposal", "ula"):
+        raise ConfigError(f'[options] mh_init must be "proposal" or "ula", got {mh_init!r}')
+    if mh_jump_every is not None and (isinstance(mh_jump_every, bool) or not isinstance(mh_jump_every, int)
+                                      or mh_jump_every < 1):
+        raise ConfigError(f"[options] mh_jump_every must be an integer >= 1, got {mh_jump_every!r}")
     init, sample = split_options(options, base_dir)
     model = builtin_model(config)
     spread = init.get("data_features") == "builtin"
@@ -117,8 +130,11 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
     else:  # MH-corrected Langevin on the learned score (scorebayes.samplers.sbi_mh)
         from ..samplers.sbi_mh import mh_correct
 
+        start = estimator.sample(**sample) if mh_init == "ula" else "proposal"
+        chains = start.samples.shape[0] if mh_init == "ula" else sample.get("chains")
         posterior = mh_correct(estimator, sample.get("num_samples", 2000), acceptance=mh_correction,
-                               chains=sample.get("chains"), seed=seed, progress=progress)
+                               chains=chains, init=start, jump_every=mh_jump_every, seed=seed,
+                               progress=progress)
         posterior.info.update(simulations=sum(estimator.simulations_.values()),
                               simulations_by_stage=dict(estimator.simulations_))
     return AppResult(posterior, {"simulations": posterior.info["simulations"],
