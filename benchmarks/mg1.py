@@ -117,7 +117,7 @@ SMALL = {
     # number of steps; the validation loss was best near epoch 30-40 at N = 200,000): on repetition
     # 1 the net carries 0.63 of the service width's information instead of 0.34 (pilot log
     # data_features_rep1_both_constrained_N1M_silu_NR20k_30epochs.log). Cost 2,000 + 4,000 (paper 1.04e4)
-    "features_1m_mh": {**_mh, "N": 1_000_000, "epochs": 30, "penalty_epochs": 6, "reps": 4},  # 4 run so far
+    "features_1m_mh": {**_mh, "N": 1_000_000, "epochs": 30, "penalty_epochs": 6, "reps": 6},  # 6 run so far
 }
 # the paper's n-model training (Table 1 at --full: the plain "n" row; the variants do not run there)
 _PAPER_N = {"N": 20_000, "epochs": 5_000, "batch": 500, "lr": (1e-3, 1e-3), "samples": 1_000, "chains": 1_000,
@@ -536,26 +536,25 @@ def main(argv=None) -> None:
         " net h, not the score net, is what now keeps Table 1's single-model row out of reach: next, a"
         " D^R and h accurate where the posterior lives (more groups near it, or trust-region rounds).",
         "SINGLE-MODEL-FEATURES-1M-MH: 5X THE SCORE NET'S TABLE NARROWS THETA2 BY A FIFTH, COVERAGE "
-        "DOES NOT FOLLOW (session 38, repetitions 0-3 so far; `scorebayes bench mg1 --methods single-"
-        "model-features-1m-mh --only-reps 1,3,5,7,9` and `0,2,4,6,8` as two processes, 19-25 min a "
-        "repetition; stopped at the session's end with repetitions 4 and 5 begun: their run stores and"
-        " those of 0-3 are carried, so the next run resumes; reps is 4 in its settings until the rest "
-        "have run). The method: single-model-features-mh with the score net trained on N = 1,000,000 "
-        "instead of 200,000 over 30 + 6 epochs (about the same number of steps; at N = 200,000 the "
-        "validation loss was best near epochs 30-40 and rose after, so the net was short of data). "
-        "Cost 6,000 (2,000 + 4,000) plus the localization's 1.01e4, against the paper's 1.04e4. Pilot "
-        "(repetition 1, benchmarks/results/mg1_pilot_logs/data_features_rep1_both_constrained_N1M_silu"
-        "_NR20k_30epochs.log): validation loss -10.88 against -9.27, and the net carries 0.63 of the "
-        "service width's information against 0.34. RESULTS on repetitions 0-3: CI95 widths 0.077 / "
-        "0.287 / 0.015 (means) against 0.080 / 0.352 / 0.015 for single-model-features-mh on the same "
-        "four data sets and the paper's 0.149 / 0.247 / 0.033; per repetition theta2 0.310 / 0.261 / "
-        "0.274 / 0.303 (under the paper + 10% = 0.272 on repetition 1 only, 0.274 on repetition 2). "
-        "Coverage 3 / 2 / 3 of 4: theta2 is missed on repetitions 0 and 3 (as with N = 200,000), "
-        "theta3 on repetition 2 (mean 0.191, upper end 0.199 against 0.2). The ULA chains of "
-        "repetitions 1 and 3 again had stuck chains (theta1 widths 0.966 and 0.987), which the MH "
-        "correction removed (jump acceptance 0.01 on their copies). So the larger table buys width but"
-        " the learned density is still off-centre by about a width on some data sets: what remains is "
-        "the bias of the learned score (and of h), not its noise.",
+        "DOES NOT FOLLOW (session 38, repetitions 0-5 so far; `scorebayes bench mg1 --methods single-"
+        "model-features-1m-mh --only-reps 1,3,5,7,9` and `0,2,4,6,8` as two processes, 18-25 min a "
+        "repetition; their run stores are carried; reps is 6 in its settings until the rest have run)."
+        " The method: single-model-features-mh with the score net trained on N = 1,000,000 instead of "
+        "200,000 over 30 + 6 epochs (about the same number of steps; at N = 200,000 the validation "
+        "loss was best near epochs 30-40 and rose after, so the net was short of data). Cost 6,000 "
+        "(2,000 + 4,000) plus the localization's 1.01e4, against the paper's 1.04e4. Pilot (repetition"
+        " 1, benchmarks/results/mg1_pilot_logs/data_features_rep1_both_constrained_N1M_silu_NR20k_30ep"
+        "ochs.log): validation loss -10.88 against -9.27, and the net carries 0.63 of the service "
+        "width's information against 0.34. RESULTS on repetitions 0-5: CI95 widths 0.077 / 0.287 / "
+        "0.015 (means) against 0.081 / 0.344 / 0.015 for single-model-features-mh on the same six data"
+        " sets and the paper's 0.149 / 0.247 / 0.033; per repetition theta2 0.310 / 0.261 / 0.274 / "
+        "0.303 / 0.284 / 0.289 (under the paper + 10% = 0.272 on repetition 1 only). Coverage 5 / 4 / "
+        "5 of 6 (repetitions 4 and 5 cover all three): theta2 is missed on repetitions 0 and 3 (as "
+        "with N = 200,000), theta3 on repetition 2 (mean 0.191, upper end 0.199 against 0.2). The ULA "
+        "chains of repetitions 1, 3 and 4 again had stuck chains (theta1 widths 0.966, 0.987 and "
+        "0.402), which the MH correction removed (jump acceptance 0.01 on their copies). So the larger"
+        " table buys width but the learned density is still off-centre by about a width on some data "
+        "sets: what remains is the bias of the learned score (and of h), not its noise.",
         "SINGLE-MODEL-FEATURES-MH: THE MH CORRECTION REMOVES THE STUCK CHAINS; THETA1 AND THETA3 "
         "WIDTHS MEET TABLE 1, THEIR COVERAGE AND THETA2 DO NOT (session 38; `scorebayes bench mg1 "
         "--methods single-model-features-mh --only-reps 1,3,5,7,9` and `0,2,4,6,8` as two processes; "
