@@ -48,8 +48,7 @@ def load_fit(model, rep: int, base_seed: int = 0):
     s = bench.SMALL["features"]
     seed = derive_seed(base_seed, METHOD, rep)
     x_obs = model.observed(make_generator(base_seed, "observed", rep))
-    store = common.method_store(bench.NAME, METHOD, seed, {k: v for k, v in s.items() if k != "reps"})
-    est = bench.single_estimator(model, s, seed, store).fit(x_obs)
+    est = bench.single_estimator(model, s, seed, bench.features_store(bench.SMALL, seed)).fit(x_obs)
     return est, x_obs, s
 
 

@@ -899,8 +899,9 @@ class ScoreLangevin:
             stored = Posterior.load(self.store.file("arrays", saved_as, ".npz"))
             if "chain_copies" not in stored.info and not stored.info.get("diverged_chains"):
                 # stored before chain_copies was recorded: each copy ran an equal block, in order
-                per_copy = stored.samples.shape[0] // len(self.noisy_copies())
-                stored.info["chain_copies"] = [c for c in range(len(self.noisy_copies())) for _ in range(per_copy)]
+                copies = self.noise_draws if self.noise_sd is not None else 1
+                per_copy = stored.samples.shape[0] // copies
+                stored.info["chain_copies"] = [c for c in range(copies) for _ in range(per_copy)]
             return stored
         data_copies = self.noisy_copies()
         copies = len(data_copies)
