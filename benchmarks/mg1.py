@@ -34,7 +34,8 @@ from scorebayes.trust_region import trust_region_fit  # noqa: E402
 NAME = "mg1"
 METHODS = ["single-model", "n-model", "abc", "bsl", "npe", "single-model-refined", "n-model-paper-table",
            "n-model-paper-table-long", "n-model-paper-training", "single-model-trust", "single-model-features",
-           "single-model-features-mh", "single-model-features-1m-mh"]
+           "single-model-features-mh", "single-model-features-1m-mh", "single-model-features-mh-nocut",
+           "single-model-features-1m-mh-nocut"]
 NAMES = ["theta1", "theta2", "theta3"]
 
 # Table 1 (100 repetitions): (bias, bias_sd, ci_width, ci_width_sd, coverage); Table 4 costs
@@ -117,7 +118,14 @@ SMALL = {
     # number of steps; the validation loss was best near epoch 30-40 at N = 200,000): on repetition
     # 1 the net carries 0.63 of the service width's information instead of 0.34 (pilot log
     # data_features_rep1_both_constrained_N1M_silu_NR20k_30epochs.log). Cost 2,000 + 4,000 (paper 1.04e4)
-    "features_1m_mh": {**_mh, "N": 1_000_000, "epochs": 30, "penalty_epochs": 6, "reps": 6},  # 6 run so far
+    "features_1m_mh": (_1m := {**_mh, "N": 1_000_000, "epochs": 30, "penalty_epochs": 6, "reps": 10}),
+    # beyond the paper (session 39): the two rows above with the MH chains free of the support cut
+    # theta1 <= min x (they start from the cut ULA chains and move in the trained region only), as
+    # the paper's single-model, which relies on the noise smoothing alone. The cut puts the truth
+    # 1.0 in the top sliver of theta1's interval (min x is 1.002-1.01), whose equal-tailed upper
+    # end then falls below it (the mg1 note "NO CUT")
+    "features_mh_nocut": {**_mh, "mh_support_cut": False},
+    "features_1m_mh_nocut": {**_1m, "mh_support_cut": False},
 }
 # the paper's n-model training (Table 1 at --full: the plain "n" row; the variants do not run there)
 _PAPER_N = {"N": 20_000, "epochs": 5_000, "batch": 500, "lr": (1e-3, 1e-3), "samples": 1_000, "chains": 1_000,
@@ -143,9 +151,20 @@ FULL = {
     "trust": {**_trust, "samples": 3_000, "chains": 3_000, "reps": 100},
     "features": {**_features, "samples": 3_000, "chains": 3_000, "reps": 100},
     "features_mh": {**_mh, "samples": 3_000, "chains": 3_000, "reps": 100},
-    "features_1m_mh": {**_mh, "N": 1_000_000, "epochs": 30, "penalty_epochs": 6, "samples": 3_000,
-                       "chains": 3_000, "reps": 100},
+    "features_1m_mh": (_1m_full := {**_mh, "N": 1_000_000, "epochs": 30, "penalty_epochs": 6, "samples": 3_000,
+                                    "chains": 3_000, "reps": 100}),
+    "features_mh_nocut": {**_mh, "samples": 3_000, "chains": 3_000, "reps": 100, "mh_support_cut": False},
+    "features_1m_mh_nocut": {**_1m_full, "mh_support_cut": False},
 }
+#: the MH-corrected rows: method -> (its settings key, the method whose seeds its fits have, the run
+#: store's method name); a row corrects the stored fit and ULA chains of the same repetition
+MH_ROWS = {"single-model-features-mh": ("features_mh", "single-model-features", "single-model-features"),
+           "single-model-features-1m-mh": ("features_1m_mh", "single-model-features-1m-mh",
+                                           "single-model-features-1m"),
+           "single-model-features-mh-nocut": ("features_mh_nocut", "single-model-features",
+                                              "single-model-features"),
+           "single-model-features-1m-mh-nocut": ("features_1m_mh_nocut", "single-model-features-1m-mh",
+                                                 "single-model-features-1m")}
 #: ``data_features`` settings by name (a name keeps the settings JSON-able for record fingerprints)
 DATA_FEATURES = {None: None, "queue": queue_features}
 
@@ -200,10 +219,13 @@ def features_store(scale: dict, seed: int, key: str = "features", method: str = 
 
 def mh_corrected_fit(model, s: dict, seed: int, store, x_obs) -> common.MethodResult:
     """Fit (or load from ``store``) the single-model at settings ``s``, sample its ULA chains, and
-    MH-correct them (:func:`~scorebayes.samplers.sbi_mh.mh_correct`, ``s["mh_*"]``); the record
+    MH-correct them (:func:`~scorebayes.samplers.sbi_mh.mh_correct`, ``s["mh_*"]``; with
+    ``s["mh_support_cut"]`` false, the MH chains are not cut to ``support_fn``); the record
     keeps the ULA chains' widths and coverage and the acceptance rates per noisy copy."""
     est = single_estimator(model, s, seed, store).fit(x_obs)
     ula = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
+    if not s.get("mh_support_cut", True):
+        est.support_fn = None  # the MH chains' box: the trained region only (chain_box())
     post = mh_correct(est, s["samples"], chains=ula.samples.shape[0], init=ula, acceptance="quadrature",
                       num_nodes=s["mh_nodes"], jump_every=s["mh_jump_every"], jump_beta=s["mh_jump_beta"],
                       jump_nodes=s["mh_jump_nodes"], max_steps=s["mh_steps"])
@@ -252,17 +274,17 @@ def make_methods(model, scale: dict, chosen: list[str], base_seed: int = 0) -> d
             s["samples"], chains=s["chains"], max_steps=s["max_steps"])
         return common.MethodResult(post, extra={"edge_fraction": post.info.get("edge_fraction")})
 
-    # single-model-features-mh on repetition r corrects single-model-features' fit of repetition r
-    fit_seeds = {derive_seed(base_seed, "single-model-features-mh", r):
-                 derive_seed(base_seed, "single-model-features", r) for r in range(scale["features_mh"]["reps"])}
+    def mh_row(method):
+        """An MH row (:data:`MH_ROWS`): on repetition r it corrects the stored fit of repetition r."""
+        key, fits_method, store_method = MH_ROWS[method]
+        fit_seeds = {derive_seed(base_seed, method, r): derive_seed(base_seed, fits_method, r)
+                     for r in range(scale[key]["reps"])}
 
-    def features_mh(x_obs, seed):
-        fit_seed = fit_seeds[seed]
-        return mh_corrected_fit(model, scale["features_mh"], fit_seed, features_store(scale, fit_seed), x_obs)
-
-    def features_1m_mh(x_obs, seed):
-        store = features_store(scale, seed, "features_1m_mh", "single-model-features-1m")
-        return mh_corrected_fit(model, scale["features_1m_mh"], seed, store, x_obs)
+        def run(x_obs, seed):
+            fit_seed = seed if fits_method == method else fit_seeds[seed]
+            store = features_store(scale, fit_seed, key, store_method)
+            return mh_corrected_fit(model, scale[key], fit_seed, store, x_obs)
+        return run
 
     def nmodel(x_obs, seed, key="n"):
         s = scale[key]
@@ -308,8 +330,7 @@ def make_methods(model, scale: dict, chosen: list[str], base_seed: int = 0) -> d
 
     table = {"single-model": single, "n-model": nmodel, "abc": abc, "bsl": bsl_fn, "npe": npe_fn,
              "single-model-refined": refined, "single-model-trust": trust,
-             "single-model-features": features, "single-model-features-mh": features_mh,
-             "single-model-features-1m-mh": features_1m_mh,
+             "single-model-features": features, **{m: mh_row(m) for m in MH_ROWS},
              **{m: nmodel_paper_table(k) for m, k in PAPER_TABLE_VARIANTS.items()}}
     return {m: table[m] for m in chosen}
 
@@ -417,13 +438,11 @@ def main(argv=None) -> None:
                                      configs={m: {k: v for k, v in scale[key].items() if k != "reps"}
                                               for m, key in (("single-model-trust", "trust"),
                                                              ("single-model-features", "features"),
-                                                             ("single-model-features-mh", "features_mh"),
-                                                             ("single-model-features-1m-mh", "features_1m_mh"))},
+                                                             *((m, k) for m, (k, _, _) in MH_ROWS.items()))},
                                      max_reps={"single-model-refined": scale["refined"]["reps"],
                                                "single-model-trust": scale["trust"]["reps"],
                                                "single-model-features": scale["features"]["reps"],
-                                               "single-model-features-mh": scale["features_mh"]["reps"],
-                                               "single-model-features-1m-mh": scale["features_1m_mh"]["reps"],
+                                               **{m: scale[k]["reps"] for m, (k, _, _) in MH_ROWS.items()},
                                                **{m: scale[k]["reps"] for m, k in PAPER_TABLE_VARIANTS.items()}},
                                      only_reps=args.only_reps, plan=args.plan)
     if args.only_reps is not None:
@@ -436,8 +455,7 @@ def main(argv=None) -> None:
     scale_note = common.scale_note(scale, args.reps, args.full)
     notes = [
         *features_line(records, args.reps),
-        *features_line(records, args.reps, "single-model-features-mh"),
-        *features_line(records, args.reps, "single-model-features-1m-mh"),
+        *(line for m in MH_ROWS for line in features_line(records, args.reps, m)),
         *trust_lines(records, args.reps),
         "TRUST-REGION TABLE ROUNDS: NOT A FIX YET (session 34, single-model-trust, repetitions 0-1, "
         "`scorebayes bench mg1 --methods single-model-trust --only-reps 0` and `1` as two processes, "

@@ -16,13 +16,15 @@ chain means of theta2 (stuck chains sit far from the rest). - ``--mh K``: then M
   a pCN jump (beta 0.9), both accepted by the path integral of the learned score (4 and 16
   Gauss-Legendre nodes), K steps. The jumps can move a chain stuck in a spurious region of the
   learned score to the main one, and weigh the two, which no unadjusted chain can do.
+- ``--mh-no-cut``: the MH chains start from the cut ULA chains but move in the trained region
+  only (no cut), so theta1 may cross min x where the smoothed model puts mass (session 39).
 
 Samples are stored in the run store
 under a name keyed by the sampling arguments and the chain box, so a rerun prints at once.
 
 Usage, from the repository root:
 ``.venv/bin/python benchmarks/pilots/mg1_resample_features.py 0,1,2 [--no-cut] [--mh 4000]``
-(about 4-7 min of sampling a repetition; logs in benchmarks/results/mg1_pilot_logs/resample_*.log).
+[--fits 1m] (about 4-7 min of sampling a repetition; logs in benchmarks/results/mg1_pilot_logs/resample_*.log).
 """
 import argparse
 import sys
@@ -40,15 +42,21 @@ from scorebayes.models import get_model  # noqa: E402
 from scorebayes.parallel import derive_seed, make_generator  # noqa: E402
 from scorebayes.samplers.sbi_mh import mh_correct  # noqa: E402
 
-METHOD = "single-model-features"
+#: --fits NAME -> the MH row (mg1.MH_ROWS) whose stored fits are loaded
+FITS = {"200k": "single-model-features-mh", "1m": "single-model-features-1m-mh"}
 
 
-def load_fit(model, rep: int, base_seed: int = 0):
+def load_fit(model, rep: int, fits: str = "200k", base_seed: int = 0):
     """The benchmark's data set ``rep`` and its fitted estimator, loaded from the run store."""
-    s = bench.SMALL["features"]
-    seed = derive_seed(base_seed, METHOD, rep)
+    key, seed_method, store_method = bench.MH_ROWS[FITS[fits]]
+    s = bench.SMALL[key]
+    seed = derive_seed(base_seed, seed_method, rep)
     x_obs = model.observed(make_generator(base_seed, "observed", rep))
-    est = bench.single_estimator(model, s, seed, bench.features_store(bench.SMALL, seed)).fit(x_obs)
+    name = f"{bench.NAME}-{store_method}-{seed}"
+    if not any((root / name / "manifest.json").is_file() for root in (common.STORES, common.CARRIED)):
+        raise SystemExit(f"no stored fit for repetition {rep} ({name}); run the benchmark first")
+    store = bench.features_store(bench.SMALL, seed, key, store_method)
+    est = bench.single_estimator(model, s, seed, store).fit(x_obs)
     return est, x_obs, s
 
 
@@ -78,19 +86,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("reps", help="comma-separated repetitions")
     parser.add_argument("--no-cut", action="store_true", help="sample without support_fn (theta1 <= min x)")
+    parser.add_argument("--fits", choices=sorted(FITS), default="200k",
+                        help="whose fits: single-model-features (N = 200,000) or single-model-features-1m-mh's")
+    parser.add_argument("--mh-no-cut", action="store_true",
+                        help="MH-correct without the support cut (the trained region only), from the cut chains")
     parser.add_argument("--mh", type=int, default=0, help="then MH-correct the chains for this many steps")
     args = parser.parse_args()
     torch.set_num_threads(1)  # one process per core (two threads each on 2 cores ran 3x slower)
     model = get_model(bench.NAME)
     for rep in (int(r) for r in args.reps.split(",")):
         start = time.perf_counter()
-        est, x_obs, s = load_fit(model, rep)
+        est, x_obs, s = load_fit(model, rep, args.fits)
         if args.no_cut:
             est.support_fn = None
         post = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
         print(report(model, rep, post, float(x_obs.min())) + f" ({time.perf_counter() - start:.0f} s)", flush=True)
         if args.mh:
             start = time.perf_counter()
+            if args.mh_no_cut:
+                est.support_fn = None
             post = mh_corrected(est, post, args.mh)
             rates = "; ".join(f"{a:.2f}/{j:.3f}" for a, j in zip(post.info["acceptance_rate_per_copy"],
                                                                  post.info["jump_acceptance_rate_per_copy"]))

@@ -106,6 +106,8 @@ def test_features_mh_corrects_the_features_fit_of_the_same_repetition(bench, tmp
                     info={"simulations": 10.0, "chain_copies": [0, 0, 1, 1, 2, 2]})
 
     class FakeEstimator:
+        support_fn = "cut"
+
         def fit(self, x):
             return self
 
@@ -119,6 +121,7 @@ def test_features_mh_corrects_the_features_fit_of_the_same_repetition(bench, tmp
 
     def fake_mh(est, num, **kw):
         seen["mh"] = kw
+        seen["mh_support_fn"] = est.support_fn
         return Posterior(ula.samples, ula.names, info={"acceptance_rate_per_copy": [0.8] * 3,
                                                        "jump_acceptance_rate_per_copy": [0.1] * 3})
 
@@ -130,6 +133,7 @@ def test_features_mh_corrects_the_features_fit_of_the_same_repetition(bench, tmp
     assert seen["seed"] == fit_seed and seen["store"] == f"mg1-single-model-features-{fit_seed}"
     assert seen["settings"] is bench.SMALL["features_mh"]
     assert seen["mh"]["init"] is ula and seen["mh"]["max_steps"] == 4_000 and seen["mh"]["jump_every"] == 5
+    assert seen["mh_support_fn"] == "cut"
     assert out.cost == 10.0 and out.extra["jump_acceptance_rate_per_copy"] == [0.1] * 3
     mh_only = {k for k in bench.SMALL["features_mh"] if k.startswith("mh_")}
     assert {k: v for k, v in bench.SMALL["features_mh"].items() if k not in mh_only} == bench.SMALL["features"]
@@ -138,3 +142,18 @@ def test_features_mh_corrects_the_features_fit_of_the_same_repetition(bench, tmp
     run["single-model-features-1m-mh"](None, 77)
     assert seen["seed"] == 77 and seen["store"] == "mg1-single-model-features-1m-77"
     assert (seen["settings"]["N"], seen["settings"]["epochs"], seen["settings"]["penalty_epochs"]) == (10**6, 30, 6)
+    assert seen["mh_support_fn"] == "cut"
+    # the no-cut rows correct the same fits (same seeds and stores), with the MH chains not cut
+    for method, fits, store in (("single-model-features-mh-nocut", "single-model-features", "features"),
+                                ("single-model-features-1m-mh-nocut", "single-model-features-1m-mh", "features-1m")):
+        run = bench.make_methods(bench.get_model("mg1"), bench.SMALL, [method], base_seed=5)
+        run[method](None, bench.derive_seed(5, method, 3))
+        fit_seed = bench.derive_seed(5, fits, 3)
+        assert seen["seed"] == fit_seed and seen["store"] == f"mg1-single-model-{store}-{fit_seed}"
+        assert seen["mh_support_fn"] is None and seen["sample"][1]["chains"] == seen["settings"]["chains"]
+        key = bench.MH_ROWS[method][0]
+        assert seen["settings"] is bench.SMALL[key] and bench.SMALL[key]["mh_support_cut"] is False
+        cut_key = bench.MH_ROWS[method.removesuffix("-nocut")][0]
+        # one store holds both rows' fits: reopening it with the cut row's settings raises on any other config
+        bench.features_store(bench.SMALL, 1, key, bench.MH_ROWS[method][2])
+        bench.features_store(bench.SMALL, 1, cut_key, bench.MH_ROWS[method][2])
