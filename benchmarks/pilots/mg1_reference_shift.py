@@ -34,13 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _sbi_common as common  # noqa: E402
 from mg1_resample_features import FITS, load_fit  # noqa: E402
+from mg1_score_reference import NOISE_SD, TO_REPORTED  # noqa: E402
 
 from scorebayes.models import get_model  # noqa: E402
 from scorebayes.models.mg1_reference import smoothed_score  # noqa: E402
 
-NOISE_SD = 0.25
-# phi = (theta1, theta2 - theta1, theta3) -> reported theta = (theta1, theta2, theta3)
-TO_REPORTED = torch.tensor([[1.0, 0, 0], [1, 1, 0], [0, 0, 1]], dtype=torch.float64)
 
 
 def fisher_information() -> torch.Tensor:
