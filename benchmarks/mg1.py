@@ -35,7 +35,7 @@ NAME = "mg1"
 METHODS = ["single-model", "n-model", "abc", "bsl", "npe", "single-model-refined", "n-model-paper-table",
            "n-model-paper-table-long", "n-model-paper-training", "single-model-trust", "single-model-features",
            "single-model-features-mh", "single-model-features-1m-mh", "single-model-features-mh-nocut",
-           "single-model-features-1m-mh-nocut"]
+           "single-model-features-1m-mh-nocut", "single-model-features-deep-mh-nocut"]
 NAMES = ["theta1", "theta2", "theta3"]
 
 # Table 1 (100 repetitions): (bias, bias_sd, ci_width, ci_width_sd, coverage); Table 4 costs
@@ -127,6 +127,11 @@ SMALL = {
     # end then falls below it (the mg1 note "NO CUT")
     "features_mh_nocut": {**_mh, "mh_support_cut": False},
     "features_1m_mh_nocut": {**_1m, "mh_support_cut": False},
+    # beyond the paper (session 40): the 1M no-cut row with a deeper score net, 3x128 SiLU instead
+    # of 2x64 (same tables and schedule, cost 6,000 + 1.01e4): on repetition 1 it carries 0.80 of
+    # the service width's information instead of 0.63 (2x128: 0.69; pilot logs
+    # data_features_rep1_both_constrained_N1M_silu_{2,3}x128_30epochs.log)
+    "features_deep_mh_nocut": {**_1m, "hidden": (128, 128, 128), "mh_support_cut": False},
 }
 # the paper's n-model training (Table 1 at --full: the plain "n" row; the variants do not run there)
 _PAPER_N = {"N": 20_000, "epochs": 5_000, "batch": 500, "lr": (1e-3, 1e-3), "samples": 1_000, "chains": 1_000,
@@ -156,6 +161,7 @@ FULL = {
                                     "chains": 3_000, "reps": 100}),
     "features_mh_nocut": {**_mh, "samples": 3_000, "chains": 3_000, "reps": 100, "mh_support_cut": False},
     "features_1m_mh_nocut": {**_1m_full, "mh_support_cut": False},
+    "features_deep_mh_nocut": {**_1m_full, "hidden": (128, 128, 128), "mh_support_cut": False},
 }
 #: the MH-corrected rows: method -> (its settings key, the method whose seeds its fits have, the run
 #: store's method name); a row corrects the stored fit and ULA chains of the same repetition
@@ -165,7 +171,9 @@ MH_ROWS = {"single-model-features-mh": ("features_mh", "single-model-features", 
            "single-model-features-mh-nocut": ("features_mh_nocut", "single-model-features",
                                               "single-model-features"),
            "single-model-features-1m-mh-nocut": ("features_1m_mh_nocut", "single-model-features-1m-mh",
-                                                 "single-model-features-1m")}
+                                                 "single-model-features-1m"),
+           "single-model-features-deep-mh-nocut": ("features_deep_mh_nocut", "single-model-features-1m-mh",
+                                                   "single-model-features-deep")}
 #: ``data_features`` settings by name (a name keeps the settings JSON-able for record fingerprints)
 DATA_FEATURES = {None: None, "queue": queue_features}
 

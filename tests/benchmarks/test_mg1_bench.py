@@ -157,3 +157,11 @@ def test_features_mh_corrects_the_features_fit_of_the_same_repetition(bench, tmp
         # one store holds both rows' fits: reopening it with the cut row's settings raises on any other config
         bench.features_store(bench.SMALL, 1, key, bench.MH_ROWS[method][2])
         bench.features_store(bench.SMALL, 1, cut_key, bench.MH_ROWS[method][2])
+    # the deep row: the 1M row's seeds and settings with a 3x128 net, in a store of its own
+    method = "single-model-features-deep-mh-nocut"
+    run = bench.make_methods(bench.get_model("mg1"), bench.SMALL, [method], base_seed=5)
+    run[method](None, bench.derive_seed(5, method, 3))
+    fit_seed = bench.derive_seed(5, "single-model-features-1m-mh", 3)
+    assert seen["seed"] == fit_seed and seen["store"] == f"mg1-single-model-features-deep-{fit_seed}"
+    assert seen["mh_support_fn"] is None
+    assert seen["settings"] == {**bench.SMALL["features_1m_mh_nocut"], "hidden": (128, 128, 128)}
