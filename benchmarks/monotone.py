@@ -645,6 +645,18 @@ def write_outputs(args, cfg_name: str, table: dict, gibbs: dict | None, fig8: li
 
 
 NOTES = [
+    "PAPER-SCALE SINGLE-MODEL, REPETITION 1: THE CHAINS DID NOT CONVERGE (sessions 38-40; "
+    "`scorebayes bench monotone --methods single-model-paper-scale --reps 2 --parts table`, "
+    "training carried from session 39, sampling and the kernel refit 85 min with a second "
+    "benchmark process on the other core). Before the refit KS 0.317, W1 0.0070; after it KS "
+    "0.279, W1 0.0064, band coverage 0.71, band width 0.127 (the Gibbs truth's 0.017). The sampler"
+    " did not mix: the estimated relaxation time is 164,000 steps against the 8,000 after 13,500 "
+    "warm-up steps, the starts explain 56% of the spread of the last draws (start-memory warning),"
+    " and the CI95 widths of theta0 and theta1 are 0.90 and 1.00, the chains spread over most of "
+    "their prior range, against 0.01-0.02 for the others. So the mean over repetitions 0-1 (KS "
+    "0.211, W1 0.0041) is not a measure of the learned score on repetition 1; its chains need the "
+    "longer or better-preconditioned runs the note ADAPTED WHITENING describes before Table 2's "
+    "single-model target can be judged there. Repetition 0 is unchanged (KS 0.144, W1 0.0019).",
     "PAPER-SCALE SINGLE-MODEL (sessions 17, 20 and 21): 'single-model-paper-scale' trains the "
     "paper's single-model tables and schedule (N = 2e6, N_R x m_R = 1e5 x 1e3, 100 + 50 epochs, "
     "mean net 300 + 100; localization 100 x 500) on repetition 0, in a run store (runs/bench/) "
