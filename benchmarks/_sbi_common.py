@@ -44,6 +44,9 @@ Stable API (other benchmarks import it; keep these signatures):
     command, machine, seconds, and per parameter our rows beside the paper's rows ``paper =
     {METHOD: {PARAM: (bias, bias_sd, ci_width, ci_width_sd, coverage)}, "cost": {METHOD: c}}``.
 
+``rows_left_out(name, chosen, methods) -> list[str]``: rendered rows a ``--methods`` subset
+would drop (such a run saves its records and renders nothing).
+
 ``command_line(name) -> str``, ``machine() -> dict``, ``pyplot()``, ``RESULTS`` (Path);
 ``abc_w1_pruned(x_obs, prior, simulator, num, *, k, seed)``: exact W1-ABC with lower-bound pruning.
 
@@ -181,6 +184,18 @@ def parse_args(description: str, default_reps: int, methods: Sequence[str],
         args.reps = max(args.reps, args.only_reps[-1] + 1)
     torch.set_num_threads(1)
     return args
+
+
+def rows_left_out(name: str, chosen: Sequence[str], methods: Sequence[str]) -> list[str]:
+    """The rows of the rendered ``results/<name>.json`` that a run of the ``chosen`` methods alone
+    would drop: rows of ``methods`` (the benchmark's current ones) that are rendered but not
+    chosen. A run with ``--methods`` a subset saves its records and, when this is not empty,
+    renders nothing, so it does not overwrite a fuller table (render with every method)."""
+    path = RESULTS / f"{name}.json"
+    if not path.exists():
+        return []
+    rendered = json.loads(path.read_text()).get("methods", {})
+    return [m for m in methods if m in rendered and m not in chosen]
 
 
 def machine() -> dict:

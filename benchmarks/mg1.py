@@ -6,6 +6,8 @@ draws, keep 200; exact lower-bound pruning, same draws as full ABC), ``bsl`` (me
 ``npe`` (MAF on the mean/SD summaries; the paper excluded NPE here). No localization (prior tables).
 
 Run: ``scorebayes bench mg1 [--reps R] [--methods a,b] [--full]``.
+A ``--methods`` subset saves its records and renders nothing when rendering it alone would
+drop rows of the rendered ``mg1.md``; render with every method.
 
 References:
     | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang, Yang)
@@ -440,6 +442,10 @@ def main(argv=None) -> None:
     args = common.parse_args(__doc__.splitlines()[0], SMALL["reps"], METHODS, argv, carry=NAME, plan=True,
                              only_reps=True)
     scale = FULL if args.full else SMALL
+    left_out = [] if args.only_reps is not None else common.rows_left_out(NAME, args.methods, METHODS)
+    if left_out and not args.plan:
+        print(f"records only: rendering {', '.join(args.methods)} alone would drop the rows "
+              f"{', '.join(left_out)} of {NAME}.md", flush=True)
     model = get_model(NAME)
     methods = keep_first(NAME, make_methods(model, scale, args.methods, args.seed), args.seed)
     start = time.perf_counter()
@@ -458,6 +464,10 @@ def main(argv=None) -> None:
     if args.only_reps is not None:
         print(f"saved repetitions {args.only_reps} (those within the methods' caps); render with: "
               f"scorebayes bench {NAME} --reps R")
+        return
+    if left_out:
+        print(f"saved the records of {', '.join(args.methods)}; render with every method: "
+              f"scorebayes bench {NAME} --reps {args.reps}")
         return
     summary = common.summarise(records, NAMES, reps=args.reps)
     figures = figure(model, list(methods))

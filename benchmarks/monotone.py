@@ -1,6 +1,8 @@
 r"""Bayesian monotone regression (Sec. 5.2, App. C.2): Tables 2 and 5, Figs. 1, 4 and 8.
 
 Run as ``scorebayes bench monotone [--reps R] [--full] [--methods a,b] [--parts table,fig1,fig8]``.
+A ``--methods`` subset saves its records and renders nothing when rendering it alone would drop
+rows of the rendered Table 2; render with every method.
 
 - **Table 2 / Table 5** (``--parts table``): per method, KS and :math:`W_1` (function units,
   *not* x100) between the posterior of :math:`B_M(x)` and the exact Gibbs posterior at each
@@ -46,8 +48,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _sbi_common import (  # noqa: E402
-    RESULTS, MethodResult, command_line, machine, method_store, parse_args, pyplot, run_repetitions,
-    write_markdown,
+    RESULTS, MethodResult, command_line, machine, method_store, parse_args, pyplot, rows_left_out,
+    run_repetitions, write_markdown,
 )
 
 import scorebayes.localize as localize_module  # noqa: E402
@@ -854,6 +856,10 @@ def main(argv=None) -> None:
         raise SystemExit(f"--parts must be a subset of {PARTS}, got {parts}")
     if args.plan and "table" not in parts:
         raise SystemExit("--plan lists the table's repetitions; run it with --parts table")
+    left_out = rows_left_out(NAME, args.methods, METHODS) if "table" in parts else []
+    if left_out and not args.plan:
+        print(f"records only: rendering {', '.join(args.methods)} alone would drop the rows "
+              f"{', '.join(left_out)} of {NAME}.md", flush=True)
     cfg, cfg_name = (FULL, "full (paper, App. C.2.2)") if args.full else (SMALL, "small (module docstring)")
     progress = not args.quiet
     model = get_model("monotone")
@@ -872,6 +878,10 @@ def main(argv=None) -> None:
                                            "single-model-paper-scale": {**PAPER_SCALE_SAMPLING,
                                                                         "refits": PAPER_SCALE_REFITS}},
                                   plan=args.plan)
+        if left_out:
+            print(f"saved the records of {', '.join(args.methods)}; render with every method: "
+                  f"scorebayes bench {NAME} --reps {args.reps} --parts table")
+            return
         table = summarise_table2(records, args.reps)
         gibbs = gibbs_row(model, refs, x0)
         figure4(model, records, gibbs, RESULTS / "monotone_fig4.png")

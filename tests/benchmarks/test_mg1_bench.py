@@ -1,5 +1,7 @@
 """Fast checks of the M/G/1 benchmark's bookkeeping (no fitting)."""
 
+import json
+
 import pytest
 import torch
 
@@ -167,3 +169,35 @@ def test_features_mh_corrects_the_features_fit_of_the_same_repetition(bench, tmp
     expected = {**bench.SMALL["features_1m_mh_nocut"], "hidden": (128, 128, 128)}
     assert {k: v for k, v in seen["settings"].items() if k != "reps"} == \
         {k: v for k, v in expected.items() if k != "reps"}
+
+
+def test_a_methods_subset_saves_records_without_dropping_rendered_rows(bench, tmp_path, monkeypatch, capsys):
+    """``--methods abc`` over an mg1.json that also holds single-model saves abc's records and leaves
+    mg1.json/.md alone (rendering abc alone would drop single-model's row); where abc is the only
+    rendered row, the same run renders."""
+    monkeypatch.setattr(bench.common, "RESULTS", tmp_path)
+    model = bench.get_model("mg1")
+    truth = model.true_parameters
+
+    def fake_methods(model, scale, chosen, seed):
+        def method(x_obs, s):
+            g = torch.Generator().manual_seed(s)
+            draws = truth + 0.01 * torch.randn(400, 3, generator=g, dtype=torch.float64)
+            return Posterior(draws, model.parameter_names, info={"simulations": 1.0})
+        return {m: method for m in chosen}
+
+    monkeypatch.setattr(bench, "make_methods", fake_methods)
+    rendered = {"name": "mg1", "methods": {"abc": {}, "single-model": {}}}
+    (tmp_path / "mg1.json").write_text(json.dumps(rendered))
+    bench.main(["--methods", "abc", "--reps", "2", "--quiet"])
+    out = capsys.readouterr().out
+    assert "would drop the rows single-model of mg1.md" in out and "render with every method" in out
+    assert json.loads((tmp_path / "mg1.json").read_text()) == rendered
+    assert not (tmp_path / "mg1.md").exists()
+    lines = (tmp_path / "mg1_partial.jsonl").read_text().splitlines()
+    assert [json.loads(line)["method"] for line in lines] == ["abc", "abc"]
+    # nothing rendered is dropped: the run renders from the saved records, computing nothing again
+    (tmp_path / "mg1.json").write_text(json.dumps({"name": "mg1", "methods": {"abc": {}}}))
+    bench.main(["--methods", "abc", "--reps", "2", "--quiet"])
+    assert list(json.loads((tmp_path / "mg1.json").read_text())["methods"]) == ["abc"]
+    assert (tmp_path / "mg1.md").exists() and len((tmp_path / "mg1_partial.jsonl").read_text().splitlines()) == 2

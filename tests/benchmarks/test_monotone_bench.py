@@ -1,5 +1,7 @@
 """Fast checks of the monotone benchmark's bookkeeping (no fitting)."""
 
+import json
+
 import pytest
 import torch
 
@@ -69,3 +71,28 @@ def test_figure8_renders(bench, tmp_path):
     path = tmp_path / "fig8.png"
     bench.figure8(losses, path)
     assert path.stat().st_size > 1000
+
+
+def test_a_methods_subset_saves_records_without_dropping_rendered_rows(bench, tmp_path, monkeypatch, capsys):
+    """``--methods npe`` over a monotone.json that also holds abc saves npe's records and leaves
+    monotone.json alone, instead of rewriting Table 2 with npe's row only."""
+    monkeypatch.setattr(bench, "RESULTS", tmp_path)
+    monkeypatch.setitem(bench.run_repetitions.__globals__, "RESULTS", tmp_path)
+    monkeypatch.setitem(bench.rows_left_out.__globals__, "RESULTS", tmp_path)
+
+    def fake_methods(model, cfg, progress, refs=None):
+        def method(x_obs, seed):
+            draws = model.true_parameters + 0.01 * torch.randn(50, model.true_parameters.numel(),
+                                                               dtype=torch.float64)
+            return bench.MethodResult(bench.Posterior(draws, model.parameter_names), cost=1.0)
+        return {m: method for m in bench.METHODS}
+
+    monkeypatch.setattr(bench, "make_methods", fake_methods)
+    monkeypatch.setattr(bench, "table2_record", lambda model, refs: lambda m, post, x, r: {"ks": 0.5})
+    rendered = {"name": "monotone", "methods": {"abc": {}, "npe": {}}}
+    (tmp_path / "monotone.json").write_text(json.dumps(rendered))
+    bench.main(["--methods", "npe", "--reps", "1", "--parts", "table", "--quiet"])
+    assert "would drop the rows abc of monotone.md" in capsys.readouterr().out
+    assert json.loads((tmp_path / "monotone.json").read_text()) == rendered
+    records = [json.loads(line) for line in (tmp_path / "monotone_partial.jsonl").read_text().splitlines()]
+    assert [(r["method"], r["rep"], r["ks"]) for r in records] == [("npe", 0, 0.5)]
