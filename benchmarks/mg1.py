@@ -133,8 +133,7 @@ SMALL = {
     # of 2x64 (same tables and schedule, cost 6,000 + 1.01e4): on repetition 1 it carries 0.80 of
     # the service width's information instead of 0.63 (2x128: 0.69; pilot logs
     # data_features_rep1_both_constrained_N1M_silu_{2,3}x128_30epochs.log)
-    # (rendered on repetition 0 so far: reps 1 until the others have run, then 10)
-    "features_deep_mh_nocut": {**_1m, "hidden": (128, 128, 128), "mh_support_cut": False, "reps": 1},
+    "features_deep_mh_nocut": {**_1m, "hidden": (128, 128, 128), "mh_support_cut": False, "reps": 10},
 }
 # the paper's n-model training (Table 1 at --full: the plain "n" row; the variants do not run there)
 _PAPER_N = {"N": 20_000, "epochs": 5_000, "batch": 500, "lr": (1e-3, 1e-3), "samples": 1_000, "chains": 1_000,
@@ -186,11 +185,7 @@ def single_estimator(model, s: dict, seed: int, store=None) -> ScoreLangevin:
     (the paper's 1x64 tanh nets in u on the raw observations unless ``s`` names ``hidden``,
     ``activation``, ``network_coordinates`` or ``data_features``: a name in :data:`DATA_FEATURES`
     or a function). ``store``: a run store, in which the fit checkpoints and resumes."""
-    features = s.get("data_features")
-    if features is None or isinstance(features, str):
-        if features not in DATA_FEATURES:
-            raise ValueError(f"unknown data_features {features!r}; choose from {list(DATA_FEATURES)} or pass a function")
-        features = DATA_FEATURES[features]
+    features = _data_features(s)
     return ScoreLangevin(
         model.prior, model.simulator, mode="single", localize=s["localize"], localization=LOCALIZATION,
         num_simulations=s["N"], num_groups=s["N_R"], group_size=s["m_R"], hidden=s.get("hidden", (64,)),
@@ -204,6 +199,32 @@ def single_estimator(model, s: dict, seed: int, store=None) -> ScoreLangevin:
         network_coordinates=s.get("network_coordinates", "unconstrained"),
         data_features=features, support_fn=model.support,
         parameter_names=model.parameter_names, seed=seed, progress=False, store=store)
+
+
+def n_estimator(model, s: dict, seed: int, store=None) -> ScoreLangevin:
+    """The n-model of Table 1 (additive full-data matching, box weight function of eq. 19) at scale
+    ``s`` (the paper's 1x64 tanh net in u on the raw observations unless ``s`` names ``hidden``,
+    ``activation``, ``network_coordinates`` or ``data_features``, as :func:`single_estimator`).
+    ``store``: a run store, in which the fit checkpoints and resumes."""
+    return ScoreLangevin(
+        model.prior, model.simulator, mode="n", localize=s["localize"], localization=LOCALIZATION,
+        num_simulations=s["N"], hidden=s.get("hidden", (64,)), activation=s.get("activation", "tanh"),
+        schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=0, batch_size=s["batch"],
+                                  lr=s.get("lr", (1e-3, 1e-3)), patience=s.get("patience", 40)),
+        curvature_penalties=(0.0,), weight_fn=model.weight_fn, support_fn=model.support,
+        network_coordinates=s.get("network_coordinates", "unconstrained"),
+        data_features=_data_features(s), parameter_names=model.parameter_names, seed=seed,
+        progress=False, store=store)
+
+
+def _data_features(s: dict):
+    """``s["data_features"]``: a name in :data:`DATA_FEATURES` or a function (None: raw observations)."""
+    features = s.get("data_features")
+    if features is None or isinstance(features, str):
+        if features not in DATA_FEATURES:
+            raise ValueError(f"unknown data_features {features!r}; choose from {list(DATA_FEATURES)} or pass a function")
+        features = DATA_FEATURES[features]
+    return features
 
 
 def refine_rounds(est: ScoreLangevin, post, s: dict, *, rounds: int, max_rounds: int, groups: int,
@@ -300,14 +321,7 @@ def make_methods(model, scale: dict, chosen: list[str], base_seed: int = 0) -> d
 
     def nmodel(x_obs, seed, key="n"):
         s = scale[key]
-        est = ScoreLangevin(
-            prior, sim, mode="n", localize=s["localize"], localization=LOCALIZATION, num_simulations=s["N"],
-            hidden=(64,), activation="tanh",
-            schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=0, batch_size=s["batch"],
-                                      lr=s.get("lr", (1e-3, 1e-3)), patience=s.get("patience", 40)),
-            curvature_penalties=(0.0,), weight_fn=model.weight_fn, support_fn=model.support,
-            parameter_names=names, seed=seed, progress=False,
-            store=common.method_store(NAME, key, seed, s) if s.get("store") else None)
+        est = n_estimator(model, s, seed, common.method_store(NAME, key, seed, s) if s.get("store") else None)
         post = est.fit(x_obs).sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
         post.info["validation_history"] = list(est.fit_report_.history)
         return post

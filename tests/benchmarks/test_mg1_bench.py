@@ -166,9 +166,7 @@ def test_features_mh_corrects_the_features_fit_of_the_same_repetition(bench, tmp
     fit_seed = bench.derive_seed(5, "single-model-features-1m-mh", 0)
     assert seen["seed"] == fit_seed and seen["store"] == f"mg1-single-model-features-deep-{fit_seed}"
     assert seen["mh_support_fn"] is None
-    expected = {**bench.SMALL["features_1m_mh_nocut"], "hidden": (128, 128, 128)}
-    assert {k: v for k, v in seen["settings"].items() if k != "reps"} == \
-        {k: v for k, v in expected.items() if k != "reps"}
+    assert seen["settings"] == {**bench.SMALL["features_1m_mh_nocut"], "hidden": (128, 128, 128)}
 
 
 def test_a_methods_subset_saves_records_without_dropping_rendered_rows(bench, tmp_path, monkeypatch, capsys):
