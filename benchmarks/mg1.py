@@ -37,7 +37,7 @@ NAME = "mg1"
 METHODS = ["single-model", "n-model", "abc", "bsl", "npe", "single-model-refined", "n-model-paper-table",
            "n-model-paper-table-long", "n-model-paper-training", "single-model-trust", "single-model-features",
            "single-model-features-mh", "single-model-features-1m-mh", "single-model-features-mh-nocut",
-           "single-model-features-1m-mh-nocut", "single-model-features-deep-mh-nocut"]
+           "single-model-features-1m-mh-nocut", "single-model-features-deep-mh-nocut", "n-model-features-mh"]
 NAMES = ["theta1", "theta2", "theta3"]
 
 # Table 1 (100 repetitions): (bias, bias_sd, ci_width, ci_width_sd, coverage); Table 4 costs
@@ -134,6 +134,16 @@ SMALL = {
     # the service width's information instead of 0.63 (2x128: 0.69; pilot logs
     # data_features_rep1_both_constrained_N1M_silu_{2,3}x128_30epochs.log)
     "features_deep_mh_nocut": {**_1m, "hidden": (128, 128, 128), "mh_support_cut": False, "reps": 10},
+    # beyond the paper (session 41): the n-model with the features row's net (queue features, nets
+    # in theta, 2x64 SiLU) on localized tables of N = 9,800 data sets, MH-corrected inside the
+    # support theta1 <= min x, which the n-model knows exactly (the box weight function).
+    # Cost N + localization 1.01e4 = 1.99e4 (the paper's n-model 2e4)
+    "n_features_mh": {"mode": "n", "N": 9_800, "epochs": 60, "batch": 100, "lr": (1e-3, 1e-4),
+                      "patience": 40, "hidden": (64, 64), "activation": "silu",
+                      "network_coordinates": "constrained", "data_features": "queue", "localize": True,
+                      "samples": 400, "chains": 40, "max_steps": 20_000, "mh_steps": 4_000,
+                      "mh_jump_every": 5, "mh_jump_beta": 0.9, "mh_nodes": 4, "mh_jump_nodes": 16,
+                      "reps": 10},
 }
 # the paper's n-model training (Table 1 at --full: the plain "n" row; the variants do not run there)
 _PAPER_N = {"N": 20_000, "epochs": 5_000, "batch": 500, "lr": (1e-3, 1e-3), "samples": 1_000, "chains": 1_000,
@@ -164,6 +174,7 @@ FULL = {
     "features_mh_nocut": {**_mh, "samples": 3_000, "chains": 3_000, "reps": 100, "mh_support_cut": False},
     "features_1m_mh_nocut": {**_1m_full, "mh_support_cut": False},
     "features_deep_mh_nocut": {**_1m_full, "hidden": (128, 128, 128), "mh_support_cut": False},
+    "n_features_mh": {**SMALL["n_features_mh"], "samples": 1_000, "chains": 1_000, "reps": 100},
 }
 #: the MH-corrected rows: method -> (its settings key, the method whose seeds its fits have, the run
 #: store's method name); a row corrects the stored fit and ULA chains of the same repetition
@@ -175,7 +186,8 @@ MH_ROWS = {"single-model-features-mh": ("features_mh", "single-model-features", 
            "single-model-features-1m-mh-nocut": ("features_1m_mh_nocut", "single-model-features-1m-mh",
                                                  "single-model-features-1m"),
            "single-model-features-deep-mh-nocut": ("features_deep_mh_nocut", "single-model-features-1m-mh",
-                                                   "single-model-features-deep")}
+                                                   "single-model-features-deep"),
+           "n-model-features-mh": ("n_features_mh", "n-model-features-mh", "n-model-features")}
 #: ``data_features`` settings by name (a name keeps the settings JSON-able for record fingerprints)
 DATA_FEATURES = {None: None, "queue": queue_features}
 
@@ -251,11 +263,13 @@ def features_store(scale: dict, seed: int, key: str = "features", method: str = 
 
 
 def mh_corrected_fit(model, s: dict, seed: int, store, x_obs) -> common.MethodResult:
-    """Fit (or load from ``store``) the single-model at settings ``s``, sample its ULA chains, and
-    MH-correct them (:func:`~scorebayes.samplers.sbi_mh.mh_correct`, ``s["mh_*"]``; with
-    ``s["mh_support_cut"]`` false, the MH chains are not cut to ``support_fn``); the record
-    keeps the ULA chains' widths and coverage and the acceptance rates per noisy copy."""
-    est = single_estimator(model, s, seed, store).fit(x_obs)
+    """Fit (or load from ``store``) the single-model at settings ``s`` (the n-model where ``s["mode"]``
+    is ``"n"``), sample its ULA chains, and MH-correct them
+    (:func:`~scorebayes.samplers.sbi_mh.mh_correct`, ``s["mh_*"]``; with ``s["mh_support_cut"]``
+    false, the MH chains are not cut to ``support_fn``); the record keeps the ULA chains' widths and
+    coverage and the acceptance rates (per noisy copy for the single-model)."""
+    estimator = n_estimator if s.get("mode", "single") == "n" else single_estimator
+    est = estimator(model, s, seed, store).fit(x_obs)
     ula = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
     if not s.get("mh_support_cut", True):
         est.support_fn = None  # the MH chains' box: the trained region only (chain_box())
@@ -264,10 +278,12 @@ def mh_corrected_fit(model, s: dict, seed: int, store, x_obs) -> common.MethodRe
                       jump_nodes=s["mh_jump_nodes"], max_steps=s["mh_steps"])
     ula_record = common.repetition_record(model, ula, model.to_reported(model.true_parameters).numpy())
     cost, loc = common.costs(ula)
+    # per noisy copy for the single-model; one chain set, one rate for the n-model
+    rates = {key: post.info[f"{key}_per_copy"] if f"{key}_per_copy" in post.info else [post.info[key]]
+             for key in ("acceptance_rate", "jump_acceptance_rate")}
     return common.MethodResult(post, cost=cost, cost_localization=loc, extra={
         "ula_width": ula_record["width"], "ula_covers": ula_record["covers"],
-        "acceptance_rate_per_copy": post.info["acceptance_rate_per_copy"],
-        "jump_acceptance_rate_per_copy": post.info["jump_acceptance_rate_per_copy"]})
+        **{f"{key}_per_copy": value for key, value in rates.items()}})
 
 
 def make_methods(model, scale: dict, chosen: list[str], base_seed: int = 0) -> dict:

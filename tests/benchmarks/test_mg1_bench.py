@@ -167,6 +167,25 @@ def test_features_mh_corrects_the_features_fit_of_the_same_repetition(bench, tmp
     assert seen["seed"] == fit_seed and seen["store"] == f"mg1-single-model-features-deep-{fit_seed}"
     assert seen["mh_support_fn"] is None
     assert seen["settings"] == {**bench.SMALL["features_1m_mh_nocut"], "hidden": (128, 128, 128)}
+    # the n-model row: n_estimator with its own seed and store, MH chains cut to the exact support,
+    # one acceptance rate (no noisy copies)
+    def fake_n(model, s, seed, store=None):
+        seen.update(n_settings=s)
+        return fake_single(model, s, seed, store)
+
+    def fake_mh_n(est, num, **kw):
+        seen["mh_support_fn"] = est.support_fn
+        return Posterior(ula.samples, ula.names, info={"acceptance_rate": 0.6, "jump_acceptance_rate": 0.2})
+
+    monkeypatch.setattr(bench, "n_estimator", fake_n)
+    monkeypatch.setattr(bench, "mh_correct", fake_mh_n)
+    method = "n-model-features-mh"
+    run = bench.make_methods(bench.get_model("mg1"), bench.SMALL, [method], base_seed=5)
+    out = run[method](None, bench.derive_seed(5, method, 4))
+    assert seen["n_settings"] is bench.SMALL["n_features_mh"] and seen["n_settings"]["mode"] == "n"
+    assert seen["store"] == f"mg1-n-model-features-{bench.derive_seed(5, method, 4)}"
+    assert seen["mh_support_fn"] == "cut"
+    assert out.extra["acceptance_rate_per_copy"] == [0.6] and out.extra["jump_acceptance_rate_per_copy"] == [0.2]
 
 
 def test_a_methods_subset_saves_records_without_dropping_rendered_rows(bench, tmp_path, monkeypatch, capsys):
