@@ -166,7 +166,8 @@ def test_features_mh_corrects_the_features_fit_of_the_same_repetition(bench, tmp
     fit_seed = bench.derive_seed(5, "single-model-features-1m-mh", 0)
     assert seen["seed"] == fit_seed and seen["store"] == f"mg1-single-model-features-deep-{fit_seed}"
     assert seen["mh_support_fn"] is None
-    assert seen["settings"] == {**bench.SMALL["features_1m_mh_nocut"], "hidden": (128, 128, 128)}
+    assert seen["settings"] == {**bench.SMALL["features_1m_mh_nocut"], "hidden": (128, 128, 128),
+                                "reps": bench.SMALL["features_deep_mh_nocut"]["reps"]}
     # the n-model row: n_estimator with its own seed and store, MH chains cut to the exact support,
     # one acceptance rate (no noisy copies)
     def fake_n(model, s, seed, store=None):
