@@ -198,6 +198,25 @@ def rows_left_out(name: str, chosen: Sequence[str], methods: Sequence[str]) -> l
     return [m for m in methods if m in rendered and m not in chosen]
 
 
+def announce_rows_left_out(name: str, chosen: Sequence[str], methods: Sequence[str], *,
+                           announce: bool = True) -> list[str]:
+    """:func:`rows_left_out`, and, when not empty and ``announce``, say before the run that it
+    will save records only."""
+    left_out = rows_left_out(name, chosen, methods)
+    if left_out and announce:
+        print(f"records only: rendering {', '.join(chosen)} alone would drop the rows "
+              f"{', '.join(left_out)} of {name}.md", flush=True)
+    return left_out
+
+
+def records_only(chosen: Sequence[str], left_out: Sequence[str], render: str) -> bool:
+    """True when rows are ``left_out`` (see :func:`rows_left_out`): the run then says where its
+    records went and the command that renders every method (``render``), and renders nothing."""
+    if left_out:
+        print(f"saved the records of {', '.join(chosen)}; render with every method: {render}")
+    return bool(left_out)
+
+
 def machine() -> dict:
     """Python/torch versions, platform, CPU count and torch threads."""
     return {"python": platform.python_version(), "torch": torch.__version__,

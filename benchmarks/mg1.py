@@ -133,8 +133,7 @@ SMALL = {
     # of 2x64 (same tables and schedule, cost 6,000 + 1.01e4): on repetition 1 it carries 0.80 of
     # the service width's information instead of 0.63 (2x128: 0.69; pilot logs
     # data_features_rep1_both_constrained_N1M_silu_{2,3}x128_30epochs.log)
-    # (reps: the repetitions run so far, so that rendering runs none; 10 once all have run)
-    "features_deep_mh_nocut": {**_1m, "hidden": (128, 128, 128), "mh_support_cut": False, "reps": 5},
+    "features_deep_mh_nocut": {**_1m, "hidden": (128, 128, 128), "mh_support_cut": False},
     # beyond the paper (session 41): the n-model with the features row's net (queue features, nets
     # in theta, 2x64 SiLU) on localized tables of N = 9,800 data sets, MH-corrected inside the
     # support theta1 <= min x, which the n-model knows exactly (the box weight function).
@@ -473,10 +472,8 @@ def main(argv=None) -> None:
     args = common.parse_args(__doc__.splitlines()[0], SMALL["reps"], METHODS, argv, carry=NAME, plan=True,
                              only_reps=True)
     scale = FULL if args.full else SMALL
-    left_out = [] if args.only_reps is not None else common.rows_left_out(NAME, args.methods, METHODS)
-    if left_out and not args.plan:
-        print(f"records only: rendering {', '.join(args.methods)} alone would drop the rows "
-              f"{', '.join(left_out)} of {NAME}.md", flush=True)
+    left_out = ([] if args.only_reps is not None
+                else common.announce_rows_left_out(NAME, args.methods, METHODS, announce=not args.plan))
     model = get_model(NAME)
     methods = keep_first(NAME, make_methods(model, scale, args.methods, args.seed), args.seed)
     start = time.perf_counter()
@@ -496,9 +493,7 @@ def main(argv=None) -> None:
         print(f"saved repetitions {args.only_reps} (those within the methods' caps); render with: "
               f"scorebayes bench {NAME} --reps R")
         return
-    if left_out:
-        print(f"saved the records of {', '.join(args.methods)}; render with every method: "
-              f"scorebayes bench {NAME} --reps {args.reps}")
+    if common.records_only(args.methods, left_out, f"scorebayes bench {NAME} --reps {args.reps}"):
         return
     summary = common.summarise(records, NAMES, reps=args.reps)
     figures = figure(model, list(methods))

@@ -48,8 +48,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _sbi_common import (  # noqa: E402
-    RESULTS, MethodResult, command_line, machine, method_store, parse_args, pyplot, rows_left_out,
-    run_repetitions, write_markdown,
+    RESULTS, MethodResult, announce_rows_left_out, command_line, machine, method_store, parse_args,
+    pyplot, records_only, run_repetitions, write_markdown,
 )
 
 import scorebayes.localize as localize_module  # noqa: E402
@@ -856,10 +856,8 @@ def main(argv=None) -> None:
         raise SystemExit(f"--parts must be a subset of {PARTS}, got {parts}")
     if args.plan and "table" not in parts:
         raise SystemExit("--plan lists the table's repetitions; run it with --parts table")
-    left_out = rows_left_out(NAME, args.methods, METHODS) if "table" in parts else []
-    if left_out and not args.plan:
-        print(f"records only: rendering {', '.join(args.methods)} alone would drop the rows "
-              f"{', '.join(left_out)} of {NAME}.md", flush=True)
+    left_out = (announce_rows_left_out(NAME, args.methods, METHODS, announce=not args.plan)
+                if "table" in parts else [])
     cfg, cfg_name = (FULL, "full (paper, App. C.2.2)") if args.full else (SMALL, "small (module docstring)")
     progress = not args.quiet
     model = get_model("monotone")
@@ -878,9 +876,7 @@ def main(argv=None) -> None:
                                            "single-model-paper-scale": {**PAPER_SCALE_SAMPLING,
                                                                         "refits": PAPER_SCALE_REFITS}},
                                   plan=args.plan)
-        if left_out:
-            print(f"saved the records of {', '.join(args.methods)}; render with every method: "
-                  f"scorebayes bench {NAME} --reps {args.reps} --parts table")
+        if records_only(args.methods, left_out, f"scorebayes bench {NAME} --reps {args.reps} --parts table"):
             return
         table = summarise_table2(records, args.reps)
         gibbs = gibbs_row(model, refs, x0)

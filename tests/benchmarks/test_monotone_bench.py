@@ -78,7 +78,7 @@ def test_a_methods_subset_saves_records_without_dropping_rendered_rows(bench, tm
     monotone.json alone, instead of rewriting Table 2 with npe's row only."""
     monkeypatch.setattr(bench, "RESULTS", tmp_path)
     monkeypatch.setitem(bench.run_repetitions.__globals__, "RESULTS", tmp_path)
-    monkeypatch.setitem(bench.rows_left_out.__globals__, "RESULTS", tmp_path)
+    monkeypatch.setitem(bench.announce_rows_left_out.__globals__, "RESULTS", tmp_path)
 
     def fake_methods(model, cfg, progress, refs=None):
         def method(x_obs, seed):
