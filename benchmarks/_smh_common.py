@@ -78,7 +78,7 @@ def write_results(name: str, payload: dict, markdown: str, start: float) -> None
     """Write benchmarks/results/<name>.json and <name>.md (command, machine, seconds, metrics)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     seconds = round(time.perf_counter() - start, 1)
-    command = "scorebayes bench " + name.replace("_", "-") + " " + " ".join(sys.argv[1:])
+    command = "scorebayes bench " + name.removesuffix("_quick").replace("_", "-") + " " + " ".join(sys.argv[1:])
     meta = {"command": command.strip(), "machine": machine(), "seconds": seconds}
     with open(RESULTS / f"{name}.json", "w") as fh:
         json.dump({**meta, **payload}, fh, indent=2)
