@@ -115,8 +115,9 @@ def figure(exact: dict[int, dict], records: dict, truth: np.ndarray, path: Path)
         ax.axvline(truth[k], color="grey", ls="--", lw=1)
         ax.set_yticks(range(len(exact)), [f"rep {r}" for r in sorted(exact)])
         ax.set_title(f"{NAMES[k]}: CI95 per repetition")
-    axes[0].legend(fontsize=7, loc="lower left")
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=4)  # below the panels, off the bars
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
