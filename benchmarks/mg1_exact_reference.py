@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _sbi_common import _load_partial  # noqa: E402
 from _smh_common import RESULTS, pyplot, write_results  # noqa: E402
 
 from scorebayes import metrics  # noqa: E402
@@ -68,15 +69,10 @@ def exact_record(model, r: int, seed: int, settings: dict, progress: bool) -> di
 
 
 def method_records(seed: int) -> dict[tuple[str, int], dict]:
-    """The last record of every (method, repetition) of ``results/mg1_partial.jsonl`` for ``seed``."""
-    path = RESULTS / "mg1_partial.jsonl"
-    found = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            rec = json.loads(line) if line.strip() else None
-            if rec and rec.get("base_seed") == seed and "low" in rec:
-                found[(rec["method"], rec["rep"])] = rec
-    return found
+    """The last record of every (method, repetition) of ``results/mg1_partial.jsonl`` for ``seed``
+    that has intervals."""
+    found = _load_partial(RESULTS / "mg1_partial.jsonl", seed, fingerprints={})
+    return {key: rec for key, rec in found.items() if "low" in rec}
 
 
 def compare(exact: dict[int, dict], records: dict[tuple[str, int], dict]) -> dict[str, dict]:

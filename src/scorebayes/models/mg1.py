@@ -66,6 +66,10 @@ class _MG1Sim:
         return torch.stack(gaps, dim=-1)
 
 
+#: the uniform prior box of ``phi = (theta1, theta2 - theta1, theta3)`` (App. C.1)
+PRIOR_BOX = ((0.0, 10.0), (0.0, 10.0), (0.0, 0.5))
+
+
 def _uniform(low: float, high: float) -> Uniform:
     return Uniform(torch.tensor(low, dtype=torch.float64), torch.tensor(high, dtype=torch.float64))
 
@@ -108,7 +112,7 @@ class MG1(Model):
         theta = torch.as_tensor(true_parameters, dtype=torch.float64)
         phi = torch.stack([theta[0], theta[1] - theta[0], theta[2]])
         sim = _MG1Sim(customers)
-        prior = independent([_uniform(0.0, 10.0), _uniform(0.0, 10.0), _uniform(0.0, 0.5)])
+        prior = independent([_uniform(low, high) for low, high in PRIOR_BOX])
         super().__init__(
             name="mg1", parameter_names=["theta1", "theta2_minus_theta1", "theta3"],
             reported_names=["theta1", "theta2", "theta3"], prior=prior,

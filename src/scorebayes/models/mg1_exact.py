@@ -41,11 +41,9 @@ import torch
 from torch import Tensor
 
 from ..posterior import Posterior
+from .mg1 import PRIOR_BOX
 
 __all__ = ["log_likelihood", "log_likelihood_per_observation", "reference_posterior"]
-
-#: the uniform prior box of ``phi = (theta1, theta2 - theta1, theta3)`` (App. C.1)
-PRIOR_BOX = ((0.0, 10.0), (0.0, 10.0), (0.0, 0.5))
 
 
 def log_likelihood_per_observation(phi: Tensor, x: Tensor, *, particles: int = 256,
@@ -172,6 +170,7 @@ def reference_posterior(x: Tensor, *, draws: int = 10_000, rounds: int = 3, part
 
     mode = torch.as_tensor(minimize(objective, start.numpy(), method="Nelder-Mead",
                                     options={"xatol": 1e-4, "fatol": 1e-3, "maxiter": 600}).x)
+
     def hessian(step: Tensor) -> Tensor:
         """Central finite differences of the common-random-numbers target at the mode."""
         eye = torch.diag(step)
