@@ -133,14 +133,15 @@ SMALL = {
     # of 2x64 (same tables and schedule, cost 6,000 + 1.01e4): on repetition 1 it carries 0.80 of
     # the service width's information instead of 0.63 (2x128: 0.69; pilot logs
     # data_features_rep1_both_constrained_N1M_silu_{2,3}x128_30epochs.log)
-    # (reps: the repetitions run so far, so that rendering runs none; 10 once repetition 9 has run)
-    "features_deep_mh_nocut": {**_1m, "hidden": (128, 128, 128), "mh_support_cut": False, "reps": 9},
+    "features_deep_mh_nocut": {**_1m, "hidden": (128, 128, 128), "mh_support_cut": False},
     # beyond the paper (session 41): the n-model with the features row's net (queue features, nets
     # in theta, 2x64 SiLU) on localized tables of N = 9,800 data sets, MH-corrected inside the
     # support theta1 <= min x, which the n-model knows exactly (the box weight function).
-    # Cost N + localization 1.01e4 = 1.99e4 (the paper's n-model 2e4)
+    # Cost N + localization 1.01e4 = 1.99e4 (the paper's n-model 2e4). Session 43: the localization
+    # is confined to that support too (localize_in_support; on repetition 1 the free one put 17 of
+    # 20 replicates above min x, along the theta1/width ridge, the mg1 note "N-MODEL-FEATURES-MH")
     "n_features_mh": {"mode": "n", "N": 9_800, "epochs": 60, "batch": 100, "lr": (1e-3, 1e-4),
-                      "patience": 40, "hidden": (64, 64), "activation": "silu",
+                      "patience": 40, "hidden": (64, 64), "activation": "silu", "localize_in_support": True,
                       "network_coordinates": "constrained", "data_features": "queue", "localize": True,
                       "samples": 400, "chains": 40, "max_steps": 20_000, "mh_steps": 4_000,
                       "mh_jump_every": 5, "mh_jump_beta": 0.9, "mh_nodes": 4, "mh_jump_nodes": 16,
@@ -225,7 +226,7 @@ def n_estimator(model, s: dict, seed: int, store=None) -> ScoreLangevin:
         schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=0, batch_size=s["batch"],
                                   lr=s.get("lr", (1e-3, 1e-3)), patience=s.get("patience", 40)),
         curvature_penalties=(0.0,), weight_fn=model.weight_fn, support_fn=model.support,
-        network_coordinates=s.get("network_coordinates", "unconstrained"),
+        localize_in_support=s.get("localize_in_support", False), network_coordinates=s.get("network_coordinates", "unconstrained"),
         data_features=_data_features(s), parameter_names=model.parameter_names, seed=seed,
         progress=False, store=store)
 

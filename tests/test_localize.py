@@ -335,3 +335,57 @@ def test_median_start_moves_replicates_that_prior_draws_strand_on_a_flat_loss():
         localize(sim, x_obs, prior, restarts=2, init="median", **kw)
     with pytest.raises(ValueError, match="init must be 'prior', 'median' or a tensor"):
         localize(sim, x_obs, prior, init="mean", **kw)
+
+
+def _ridge_simulator() -> Simulator:
+    """x = theta_1 + theta_2 + z: only the sum is identified (a ridge, as M/G/1's theta1/width)."""
+    return Simulator(
+        latent=lambda B, n, gen: torch.randn(B, n, 1, generator=gen, dtype=F64),
+        transform=lambda th, z: (th[:, 0] + th[:, 1])[:, None, None] + z)
+
+
+def test_support_box_confines_the_replicates_to_the_constrained_minimiser():
+    # x ~ N(3, 1), theta ~ U(-10, 10): the SW loss is convex in the location, so on the box
+    # theta <= 2 its minimiser is the bound 2 itself; unconstrained, the replicates land at 3
+    # (sd ~ sqrt(2 / n) = 0.1). Starts above 2 are clamped first.
+    sim = Simulator(latent=lambda B, n, gen: torch.randn(B, n, 1, generator=gen, dtype=F64),
+                    transform=lambda th, z: th[:, None, :] + z)
+    prior = independent([torch.distributions.Uniform(_t(-10), _t(10))])
+    x_obs = 3.0 + torch.randn(200, 1, generator=torch.Generator().manual_seed(5), dtype=F64)
+    kw = dict(replicates=10, iterations=150, num_directions=1, seed=2)
+    free = localize(sim, x_obs, prior, **kw)
+    boxed = localize(sim, x_obs, prior, support=(torch.tensor([-10.0]), torch.tensor([2.0])), **kw)
+    assert (free.theta_hat - 3.0).abs().max() < 0.5
+    assert float(boxed.theta_hat.max()) <= 2.0 + 1e-9
+    assert float(boxed.theta_hat.min()) > 1.95
+
+
+def test_support_box_collapses_a_ridge_onto_its_admissible_end():
+    # truth (0.8, 2.2) on the ridge theta1 + theta2 = 3: unconstrained, the replicates spread
+    # along it (theta1 anywhere in (0, 3)); confined to theta1 <= 1 (the analogue of M/G/1's
+    # theta1 <= min x), theta1 stays below 1 and theta2 takes up the rest of the sum
+    sim = _ridge_simulator()
+    prior = independent([torch.distributions.Uniform(_t(0), _t(4))] * 2)
+    x_obs = 3.0 + torch.randn(300, 1, generator=torch.Generator().manual_seed(6), dtype=F64)
+    kw = dict(replicates=20, iterations=150, num_directions=1, seed=3)
+    free = localize(sim, x_obs, prior, **kw)
+    box = (torch.tensor([0.0, 0.0]), torch.tensor([1.0, 4.0]))
+    boxed = localize(sim, x_obs, prior, support=box, **kw)
+    assert float(free.theta_hat[:, 0].max()) > 1.5  # the spread the box removes
+    assert float(boxed.theta_hat[:, 0].max()) <= 1.0 + 1e-9
+    assert float((boxed.theta_hat.sum(1) - 3.0).abs().max()) < 0.3
+    assert float(boxed.theta_hat[:, 1].min()) > 1.7
+
+
+def test_support_box_errors_before_work():
+    x = _observed(20, 0)
+    ridge_prior = independent([torch.distributions.Uniform(_t(0), _t(4))] * 2)
+    for bad, match in [((torch.zeros(3), torch.ones(3)), "low \\[2\\], high \\[2\\]"),
+                       ((torch.ones(2), torch.zeros(2)), "low < high"),
+                       ((torch.tensor([5.0, 5.0]), torch.tensor([6.0, 6.0])), "does not meet"),
+                       ("data", "must be \\(low")]:
+        with pytest.raises(ValueError, match=match):
+            localize(_ridge_simulator(), x[:, :1], ridge_prior, support=bad)
+    with pytest.raises(ValueError, match="support needs method='adam'"):
+        localize(Simulator(_CountingGaussian()), x, WIDE_PRIOR,
+                 support=(torch.full((2,), -1.0), torch.ones(2)))

@@ -121,3 +121,42 @@ def test_adapt_steps_is_checked_before_sampling(known_score_estimator):
         est.sample(10, adapt_steps=100)
     with pytest.raises(ValueError, match="adapt_steps must be an integer >= 0"):
         est.sample(10, adapt_steps=-1, precondition="dense")
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_localize_in_support_confines_the_localization_to_the_data_support(monkeypatch):
+    import scorebayes.localize
+
+    seen = {}
+
+    def capture(simulator, x_obs, prior, **options):
+        seen.update(options)
+        raise _Stop
+
+    def support(x_obs):
+        return torch.tensor([-5.0]), x_obs.min().reshape(1)
+
+    monkeypatch.setattr(scorebayes.localize, "localize", capture)
+    x_obs = torch.linspace(0.5, 2.0, T)[:, None]
+    est = ScoreLangevin(independent([Normal(torch.tensor(0.0, dtype=torch.float64), 1.0)]), fixed_length,
+                        mode="full", support_fn=support, localize_in_support=True, progress=False)
+    with pytest.raises(_Stop):
+        est.fit(x_obs)
+    assert torch.equal(seen["support"][1], torch.tensor([0.5]))
+    seen.clear()
+    plain = ScoreLangevin(independent([Normal(torch.tensor(0.0, dtype=torch.float64), 1.0)]), fixed_length,
+                          mode="full", support_fn=support, progress=False)
+    with pytest.raises(_Stop):
+        plain.fit(x_obs)
+    assert "support" not in seen  # off by default: the paper's localization
+
+
+def test_localize_in_support_needs_one_support():
+    with pytest.raises(ValueError, match="needs support_fn"):
+        estimator(localize_in_support=True)
+    with pytest.raises(ValueError, match="not both"):
+        estimator(localize_in_support=True, support_fn=lambda x: (x.min(), x.max()),
+                  localization={"support": (torch.zeros(1), torch.ones(1))})

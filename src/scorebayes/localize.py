@@ -178,6 +178,7 @@ def localize(
     max_evaluations: int | None = None,
     tolerance: float = 1e-4,
     executor: Executor | None = None,
+    support: tuple[Tensor, Tensor] | None = None,
 ) -> Localization:
     r"""Localize :math:`\theta^*` by sliced-Wasserstein minimum distance (module docstring).
 
@@ -209,6 +210,13 @@ def localize(
         max_evaluations: Nelder-Mead budget per replicate (default ``200 d``).
         tolerance: Nelder-Mead stops when the simplex is this small (in ``step_scale`` units).
         executor: runs Nelder-Mead replicates in parallel (Adam is one vectorised batch).
+        support: ``(low [d], high [d])``, a box of :math:`\theta` the estimate must lie in, e.g.
+            a data-dependent support (:meth:`scorebayes.models.mg1.MG1.support`: :math:`\theta_1
+            \le \min x`); Adam is projected onto it (starts clamped, every step clamped in
+            ``u``), so the replicates cannot settle where the observed data are impossible.
+            Beyond the paper; on the M/G/1 queue the unconstrained estimates spread along the
+            :math:`\theta_1`/width ridge, most of them above :math:`\min x` (mg1 note
+            "N-MODEL-FEATURES-MH"). Needs an elementwise prior space and ``method="adam"``.
 
     Returns:
         :class:`Localization`.
@@ -245,8 +253,11 @@ def localize(
         raise ValueError("method='adam' needs a simulator with latent and transform")
     if restarts > 1 and (method != "adam" or not (isinstance(init, str) and init == "prior")):
         raise ValueError("restarts > 1 needs method='adam' and init='prior'")
+    bounds = None if support is None else _support_bounds(support, space, method)
     _pilot(simulator, prior, space.dim, p, m, seed, method == "adam")
     u0 = _initial_u(init, prior, space, replicates * restarts, seed)
+    if bounds is not None:
+        u0 = u0.clamp(*bounds)
     scale = _step_scale(step_scale, prior, space, seed)
     if method == "adam":
         lr0, lr1 = (float(lr), float(lr)) if np.isscalar(lr) else map(float, lr)
@@ -254,7 +265,7 @@ def localize(
             raise ValueError(f"lr must be positive (a number or (start, end)), got {lr!r}")
         u_hat, history, loss = _adam(
             simulator, x_obs, space, u0, scale, m, iterations, num_directions,
-            lr0, lr1, fixed_directions, seed, progress, restarts,
+            lr0, lr1, fixed_directions, seed, progress, restarts, bounds,
         )
         evaluations = replicates * restarts * (iterations + (restarts > 1))
     else:
@@ -299,8 +310,9 @@ def _repeat_rows(z: Any, k: int) -> Any:
 
 
 def _adam(simulator, x_obs, space, u0, scale, m, iterations, num_directions,
-          lr0, lr1, fixed_directions, seed, progress, restarts=1):
-    """Joint Adam over the batch of replicates x restarts; returns ``u_hat [B, d]``, history, loss."""
+          lr0, lr1, fixed_directions, seed, progress, restarts=1, bounds=None):
+    """Joint Adam over the batch of replicates x restarts, projected onto ``bounds`` (``(low [d],
+    high [d])`` in ``u``) if given; returns ``u_hat [B, d]``, history, loss."""
     num, p = u0.shape[0] // restarts, x_obs.shape[1]
     z = _repeat_rows(simulator.latent(num, m, make_generator(seed, "localize", "latent")), restarts)
     g_dir = make_generator(seed, "localize", "directions")
@@ -339,6 +351,9 @@ def _adam(simulator, x_obs, space, u0, scale, m, iterations, num_directions,
         optimizer.zero_grad()
         loss.sum().backward()
         optimizer.step()
+        if bounds is not None:  # projected step: back into the support box
+            with torch.no_grad():
+                v.copy_(((u0 + scale * v).clamp(*bounds) - u0) / scale)
         schedule.step()
         history[it] = loss.detach().mean()
         if progress and it % 10 == 0:
@@ -412,6 +427,32 @@ def _pilot(simulator: Simulator, prior, d: int, p: int, m: int, seed: int, smoot
         ) from err
     if x.shape[2] != p:
         raise ValueError(f"x_obs has p={p} columns but the simulator returns p={x.shape[2]}")
+
+
+def _support_bounds(support, space: ParameterSpace, method: str) -> tuple[Tensor, Tensor]:
+    """The support box ``(low [d], high [d])`` of theta as a box in ``u`` (validated)."""
+    if method != "adam":
+        raise ValueError("support needs method='adam' (projected gradient steps)")
+    if not space.is_elementwise():
+        raise ValueError("support needs a prior whose coordinates map one by one (an elementwise "
+                         "space), so that a box of theta is a box of u")
+    try:
+        low, high = (torch.as_tensor(b, dtype=torch.float64).reshape(-1) for b in support)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"support must be (low [d], high [d]), got {support!r}") from err
+    if low.numel() != space.dim or high.numel() != space.dim:
+        raise ValueError(f"support must be (low [{space.dim}], high [{space.dim}]), got "
+                         f"[{low.numel()}] and [{high.numel()}]")
+    if torch.isnan(low).any() or torch.isnan(high).any() or not (low < high).all():
+        raise ValueError(f"support must have low < high in every coordinate, got {low.tolist()} "
+                         f"and {high.tolist()}")
+    # bounds at or beyond the prior's edges map to -inf/+inf (no constraint there)
+    lo_u, hi_u = space.to_unconstrained(low[None])[0], space.to_unconstrained(high[None])[0]
+    lo_u = torch.where(torch.isnan(lo_u) | (lo_u == math.inf), -math.inf, lo_u)
+    hi_u = torch.where(torch.isnan(hi_u) | (hi_u == -math.inf), math.inf, hi_u)
+    if not (lo_u < hi_u).all():
+        raise ValueError(f"support {low.tolist()} .. {high.tolist()} does not meet the prior's support")
+    return lo_u, hi_u
 
 
 def _initial_u(init, prior, space: ParameterSpace, num: int, seed: int) -> Tensor:

@@ -157,6 +157,10 @@ class ScoreLangevin:
         support_fn: ``support_fn(x_obs [n, p]) -> (low [d], high [d])`` admissible box of
             :math:`\theta` given the data; Langevin states are reflected into it.
         localization: keyword arguments of :func:`scorebayes.localize.localize`.
+        localize_in_support: confine the localization to ``support_fn(x_obs)`` (projected
+            Adam, the ``support`` argument of :func:`~scorebayes.localize.localize`), so that
+            :math:`q` is not centred where the observed data are impossible. Needs
+            ``support_fn``. Beyond the paper (M/G/1: mg1 note "N-MODEL-FEATURES-MH").
         proposal_inflation: factor on the localized proposal's standard deviations. The
             implicit score-matching loss contains :math:`s^\top\nabla\log q`, whose variance
             grows like :math:`1/\mathrm{sd}(q)^2`; a proposal about twice as wide as the
@@ -204,6 +208,7 @@ class ScoreLangevin:
         weight_fn: Callable[[Tensor, Tensor], Tensor] | None = None,
         support_fn: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None,
         localization: dict[str, Any] | None = None,
+        localize_in_support: bool = False,
         proposal_inflation: float = 2.0,
         parameter_names: Sequence[str] | None = None,
         executor: Executor | None = None,
@@ -266,6 +271,12 @@ class ScoreLangevin:
         self.weight_fn = weight_fn
         self.support_fn = support_fn
         self.localization = dict(localization or {})
+        if localize_in_support and support_fn is None:
+            raise ValueError("localize_in_support needs support_fn (the box the localization is confined to)")
+        if localize_in_support and "support" in self.localization:
+            raise ValueError("give the localization's support either as localization['support'] or "
+                             "by localize_in_support, not both")
+        self.localize_in_support = bool(localize_in_support)
         if not proposal_inflation > 0:
             raise ValueError(f"proposal_inflation must be positive, got {proposal_inflation}")
         self.proposal_inflation = float(proposal_inflation)
@@ -423,6 +434,8 @@ class ScoreLangevin:
             from .localize import localize as run_localization
 
             options = {"progress": self.progress, "seed": self.seed, **self.localization}
+            if self.localize_in_support:
+                options["support"] = self.support_fn(x_obs)
             self.localization_ = run_localization(self.simulator, x_obs, self.prior, **options)
             q = self.localization_.proposal
             self.proposal_ = GaussianProposal(self.space, q.mean, q.sd * self.proposal_inflation)
