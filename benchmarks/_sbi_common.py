@@ -96,13 +96,20 @@ def method_store(name: str, method: str, seed: int, config: dict):
     machine the run starts from its carried copy (``benchmarks/carried/``, see :func:`carry_stores`)
     when one is committed, else from scratch. Another ``config`` under the same name raises
     :class:`~scorebayes.store.StoreError` (delete the folder to start over)."""
-    from scorebayes.store import RunStore
+    from scorebayes.store import RunStore, StoreError
 
     path = STORES / f"{name}-{method}-{seed}"
     carried = CARRIED / path.name
     if not (path / "manifest.json").is_file() and (carried / "manifest.json").is_file():
         shutil.copytree(carried, path, dirs_exist_ok=True)
-    return RunStore(path, config=config, seed=seed)
+    try:
+        return RunStore(path, config=config, seed=seed)
+    except StoreError as err:  # the store's own advice (--fresh) means another thing for bench
+        raise StoreError(
+            f"{path} holds {method}'s run under other settings (its settings changed since): "
+            f"delete that folder{' and its carried copy ' + str(carried) if carried.exists() else ''}"
+            f" to start this repetition over ('bench --fresh' does not reset run stores; it "
+            f"drops the recorded results). ({err})") from None
 
 
 def carry_stores(name: str) -> list[Path]:

@@ -50,8 +50,11 @@ def test_method_store_resumes_the_same_config_and_refuses_another(bench, tmp_pat
     store.save_checkpoint("train-0", {"epoch": 12})
     again = bench.common.method_store("mg1", "n_paper_training", 7, config)
     assert again.load_checkpoint("train-0")["epoch"] == 12
-    with pytest.raises(StoreError, match="another config"):
+    with pytest.raises(StoreError, match="another config") as refused:
         bench.common.method_store("mg1", "n_paper_training", 7, {**config, "epochs": 10})
+    # the advice is the benchmark's (delete the folder), not the run command's --fresh
+    assert "delete that folder" in str(refused.value) and "does not reset run stores" in str(refused.value)
+    assert again.load_checkpoint("train-0")["epoch"] == 12  # nothing was touched
 
 
 def test_trust_lines_report_each_round_and_only_rendered_repetitions(bench):
