@@ -7,7 +7,8 @@ sequential importance sampling gives an unbiased likelihood estimate), so each r
 posterior is available by adaptive importance sampling (``reference_posterior``). This benchmark
 computes it on mg1's observed data sets (``model.observed(make_generator(seed, "observed", r))``,
 the same data as ``scorebayes bench mg1``) and compares, for every method with a record of that
-repetition in ``results/mg1_partial.jsonl`` (the last record of each method and repetition):
+repetition in ``results/mg1_partial.jsonl`` (the last record of each method and repetition made
+under mg1's current settings):
 
 - width ratio: the method's CI95 width over the exact posterior's;
 - offset: |method mean - exact mean| in exact posterior SDs.
@@ -35,7 +36,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _sbi_common import _load_partial  # noqa: E402
+import mg1  # noqa: E402
+from _sbi_common import _load_partial, config_fingerprint  # noqa: E402
 from _smh_common import RESULTS, pyplot, write_results  # noqa: E402
 
 from scorebayes import metrics  # noqa: E402
@@ -70,8 +72,10 @@ def exact_record(model, r: int, seed: int, settings: dict, progress: bool) -> di
 
 def method_records(seed: int) -> dict[tuple[str, int], dict]:
     """The last record of every (method, repetition) of ``results/mg1_partial.jsonl`` for ``seed``
-    that has intervals."""
-    found = _load_partial(RESULTS / "mg1_partial.jsonl", seed, fingerprints={})
+    that has intervals, leaving out records made under settings other than mg1's current
+    (small-scale) ones, as ``scorebayes bench mg1`` does."""
+    fingerprints = {m: config_fingerprint(c) for m, c in mg1.record_configs(mg1.SMALL).items()}
+    found = _load_partial(RESULTS / "mg1_partial.jsonl", seed, fingerprints=fingerprints)
     return {key: rec for key, rec in found.items() if "low" in rec}
 
 

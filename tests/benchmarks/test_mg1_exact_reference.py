@@ -55,3 +55,16 @@ def test_main_saves_each_repetition_and_reuses_it(bench, tmp_path, monkeypatch):
     assert (tmp_path / "mg1_exact_reference.png").stat().st_size > 1000
     bench.main(["--reps", "2", "--quiet", "--draws", "200", "--rounds", "1"])  # other settings: recomputed
     assert calls == [0, 1, 0, 1]
+
+
+def test_method_records_leave_out_records_made_under_other_settings(bench, tmp_path, monkeypatch):
+    """A row's record made before its settings changed is stale in mg1's table and so here: only
+    the record with mg1's current fingerprint (and rows without settings) are compared."""
+    monkeypatch.setattr(bench, "RESULTS", tmp_path)
+    current = bench.config_fingerprint(bench.mg1.record_configs(bench.mg1.SMALL)["n-model-features-mh"])
+    row = {"base_seed": 0, "mean": [1.0] * 3, "low": [0.9] * 3, "high": [1.1] * 3}
+    lines = [{"method": "n-model-features-mh", "rep": 0, "config": "old", **row},
+             {"method": "n-model-features-mh", "rep": 1, "config": current, **row},
+             {"method": "n-model", "rep": 0, **row}]
+    (tmp_path / "mg1_partial.jsonl").write_text("".join(json.dumps(rec) + "\n" for rec in lines))
+    assert sorted(bench.method_records(0)) == [("n-model", 0), ("n-model-features-mh", 1)]
