@@ -75,6 +75,7 @@ def test_run_writes_the_contract_outputs(tmp_path):
         ({"data": 'observed = "nothere.csv"'}, "not found"),
         ({"extra": 'mode = "sideways"'}, "mode must be one of"),
         ({"data": "true_parameters = [1.0, 2.0]\nn = 10"}, "true_parameters has 2 values"),
+        ({"extra": "localize_in_support = true"}, "localize_in_support needs support_fn"),
     ],
 )
 def test_bad_input_is_one_clear_line(tmp_path, capsys, kwargs, message):
