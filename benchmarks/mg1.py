@@ -669,8 +669,9 @@ def main(argv=None) -> None:
         "0.016) covered (about 50 min each); 7 and 8 were stopped mid-run at the session's end "
         "(stores carried), reps capped at 7. Over 0-6: 0.014 / 0.590 / 0.017, coverage 1.0 / 0.857 / "
         "1.0 (theta2 6 of 7), 0.99x / 14.5x / 1.05x the exact widths, exact mean held on 7 / 6 / 7; "
-        "slope of theta2's offset on q's 0.41 (correlation 0.63). Next: a deeper net for the n-model (depth moved the single-model's theta2, note "
-        "SINGLE-MODEL-FEATURES-DEEP-MH-NOCUT), and the repetitions 5-9 of the row.",
+        "slope of theta2's offset on q's 0.41 (correlation 0.63). Next: a deeper net for the n-model "
+        "(depth moved the single-model's theta2, note SINGLE-MODEL-FEATURES-DEEP-MH-NOCUT), and "
+        "repetitions 7-9 of the row.",
         "SINGLE-MODEL-FEATURES-DEEP-MH-NOCUT: A 3X128 SCORE NET MEETS TABLE 1 ON ALL 10 DATA SETS "
         "(sessions 40-43; `scorebayes bench mg1 --methods single-model-"
         "features-deep-mh-nocut --only-reps 0,2,4,6,8` and `1,3,5,7,9` as two processes, 25-47 min a "
@@ -702,8 +703,9 @@ def main(argv=None) -> None:
         "all covered. Over 0-8: 0.140 / 0.248 / 0.016 with all 27 intervals covering the truth, within"
         " the target 0.164 / 0.272 / 0.036 and coverage >= 0.90 on every parameter. Against the exact "
         "posterior (mg1-exact-reference, repetitions 0-4) it is the closest of our rows in theta2 (6.3x"
-        " the exact width, offset 8.0 exact SDs) and at the exact width in theta3 (1.02x). SESSION 43, repetition 9 (3,467 s): 0.141 / 0.250 / 0.015, "
-        "covered. OVER ALL 10: CI95 widths 0.140 / 0.248 / 0.016 (sd 0.010 / 0.014 / 0.001), bias "
+        " the exact width, offset 8.0 exact SDs) and at the exact width in theta3 (1.02x). SESSION "
+        "43, repetition 9 (3,467 s): 0.141 / 0.250 / 0.015, covered. OVER ALL 10: CI95 widths "
+        "0.140 / 0.248 / 0.016 (sd 0.010 / 0.014 / 0.001), bias "
         "0.022 / 0.057 / 0.004, all 30 intervals covering the truth: Table 1's single-model row is met "
         "(widths within the paper's +10%, coverage 1.0 >= 0.90 on every parameter) at the paper's "
         "cost or less. Against the exact posterior on all 10 (mg1-exact-reference): 10.2x / 5.4x / "

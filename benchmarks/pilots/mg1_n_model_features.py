@@ -20,7 +20,8 @@ Session 44: ``--row-seed`` uses the n-model-features-mh row's seed (its localiza
 instead of the n-model row's; ``--refine N2`` adds a second table round of N2 data sets around the
 first round's ULA draws (``ScoreLangevin.refine_proposal``, SDs x ``--refine-inflation``) and
 retrains on both before sampling again: on that row the posterior's theta2 offset from the exact
-mean follows the localization's (mg1 note "N-MODEL-FEATURES-MH").
+mean follows the localization's. On repetition 0 the second round left theta2 missed (mean 5.45,
+exact 5.007; mg1 note "N-MODEL-FEATURES-MH").
 (logs: benchmarks/results/mg1_pilot_logs/n_model_*.log; summary in the mg1 note "N-MODEL FEATURES").
 """
 import argparse
