@@ -21,7 +21,10 @@ instead of the n-model row's; ``--refine N2`` adds a second table round of N2 da
 first round's ULA draws (``ScoreLangevin.refine_proposal``, SDs x ``--refine-inflation``) and
 retrains on both before sampling again: on that row the posterior's theta2 offset from the exact
 mean follows the localization's. On repetition 0 the second round left theta2 missed (mean 5.45,
-exact 5.007; mg1 note "N-MODEL-FEATURES-MH").
+exact 5.007; mg1 note "N-MODEL-FEATURES-MH"). Sessions 46-47: ``--hidden 128,128,128`` with
+``--N 9800 --epochs 60 --batch 100 --row-seed --localize-in-support --mh`` on repetition 0 (the
+row's tables, a deeper net; fit 3,634 s) gives MH 0.016 / 0.476 / 0.017 with theta2 at 5.39, still
+missed: depth narrows theta2 but does not move its centre.
 (logs: benchmarks/results/mg1_pilot_logs/n_model_*.log; summary in the mg1 note "N-MODEL FEATURES").
 """
 import argparse
