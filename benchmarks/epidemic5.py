@@ -131,6 +131,25 @@ def flatten_summary(x: torch.Tensor) -> torch.Tensor:
     return x.reshape(x.shape[0], -1)
 
 
+def n_estimator(model, s: dict, localization: dict, seed: int, *, localize: bool = True) -> ScoreLangevin:
+    """The (unfitted) n-model of settings ``s`` (a ``SMALL``/``FULL`` entry): full-data score
+    matching (``mode="full"``) on a table of ``s["N"]`` data sets from the localized proposal,
+    with ``s["views"]`` (True: each rate's two columns of S; or the names of the rates that see
+    all of S) and ``s["spread"]`` (True: every view; or the names of the rates whose views also
+    see the floor-spread summaries, appended to vec(S))."""
+    views = s.get("views")
+    spread = s.get("spread") or False
+    views = (model.score_views(spread=spread) if views is True
+             else model.score_views(see_all=views, spread=spread)) if views else None
+    return ScoreLangevin(
+        model.prior, model.simulator, mode="full", localize=localize, localization=localization,
+        num_simulations=s["N"], hidden=s.get("hidden", (512, 256, 128)), activation="elu",
+        score_views=views, data_features=model.floor_spread if spread else None,
+        schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=0, batch_size=s["batch"],
+                                  lr=s.get("lr", (1e-4, 1e-5)), validation_fraction=s["validation"]),
+        curvature_penalties=(0.0,), parameter_names=model.parameter_names, seed=seed, progress=False)
+
+
 def make_methods(model, scale: dict, chosen: list[str], *, localize: bool, seed: int) -> dict:
     """``{method: fn(x_obs [T, J+2], seed) -> Posterior}``; with ``localize`` the baselines share
     one localization per observed data set (cost in ``info["cost_localization"]``)."""
@@ -156,20 +175,7 @@ def make_methods(model, scale: dict, chosen: list[str], *, localize: bool, seed:
 
     def nmodel(x_obs, s_, key="n"):
         s = scale[key]
-        # "views": True (each rate's two columns) or the names of the rates that see all of S
-        views = s.get("views")
-        # "spread": True (every view) or the names of the rates whose views also see the
-        # floor-spread summaries, appended to vec(S)
-        spread = s.get("spread") or False
-        views = (model.score_views(spread=spread) if views is True
-                 else model.score_views(see_all=views, spread=spread)) if views else None
-        est = ScoreLangevin(
-            prior, sim, mode="full", localize=localize, localization=scale["localization"],
-            num_simulations=s["N"], hidden=s.get("hidden", (512, 256, 128)), activation="elu",
-            score_views=views, data_features=model.floor_spread if spread else None,
-            schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=0, batch_size=s["batch"],
-                                      lr=s.get("lr", (1e-4, 1e-5)), validation_fraction=s["validation"]),
-            curvature_penalties=(0.0,), parameter_names=names, seed=s_, progress=False)
+        est = n_estimator(model, s, scale["localization"], s_, localize=localize)
         return est.fit(x_obs).sample(s["samples"], chains=s["samples"], max_steps=s["max_steps"])
 
     def abc(x_obs, s_):

@@ -119,3 +119,25 @@ def test_target_check_lists_wide_and_short_parameters_with_their_standard_errors
     line, = bench._target_check(good, PAPER, 4, NAMES, ["n-model"])
     assert "every width within 1.1x" in line and "coverage >= 0.90 on every parameter" in line
     assert bench._target_check(records, None, 4, NAMES, ["n-model"]) == []
+
+
+def test_n_estimator_gives_each_variant_its_views_and_summaries(bench):
+    """The n-model builder shared by the benchmark and its pilots: no views for the plain row,
+    each rate's two columns for ``views``, all of S for the named rates, and the floor-spread
+    summaries appended (to the views and the network's input) only where ``spread`` says so."""
+    from scorebayes.models import get_model
+
+    model = get_model("epidemic10")
+    base = {"N": 10, "epochs": 1, "batch": 5, "validation": 0.2, "hidden": (8,)}
+    loc = {"replicates": 2, "iterations": 2}
+    plain = bench.n_estimator(model, base, loc, 0)
+    assert plain.score_views is None and plain.data_features is None
+    views = bench.n_estimator(model, {**base, "views": True}, loc, 0)
+    assert views.score_views == [list(v) for v in model.score_views()] and views.data_features is None
+    wide = bench.n_estimator(model, {**base, "views": ("beta_facility",)}, loc, 0)
+    assert wide.score_views == [list(v) for v in model.score_views(see_all=("beta_facility",))]
+    assert len(wide.score_views[0]) > len(wide.score_views[1])
+    spread = bench.n_estimator(model, {**base, "views": True, "spread": True}, loc, 0)
+    assert spread.data_features == model.floor_spread
+    assert spread.score_views == [list(v) for v in model.score_views(spread=True)]
+    assert all(len(s) > len(v) for s, v in zip(spread.score_views, views.score_views))
