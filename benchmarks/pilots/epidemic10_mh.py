@@ -14,6 +14,11 @@ the paper's n-model widths (Table 6).
 Usage, from the repository root: ``.venv/bin/python benchmarks/pilots/epidemic10_mh.py REP``;
 appends to ``benchmarks/results/epidemic10_mh_scratch.jsonl``. About 30-50 min a repetition on
 one core.
+
+Result (session 47, repetitions 0 and 7; logs in benchmarks/results/epidemic10_pilot_logs/mh_rep*.log):
+MH accepts 92% of the moves and leaves the widths and means where ULA put them (geometric-mean
+width over the paper's 0.99 -> 0.98 and 0.93 -> 0.91; repetition 7 still misses the facility rate
+and floors 5-6), so the correction is no fix for Table 6 (epidemic10 note "MH CORRECTION").
 """
 import json
 import sys
