@@ -7,18 +7,18 @@ ON 10 REPETITIONS"). On mg1 the MH correction of the ULA chains
 (:func:`scorebayes.samplers.sbi_mh.mh_correct`, quadrature acceptance, pCN jumps) narrowed the
 n-model's theta1 from 0.035 to the exact width 0.014 (mg1 note "N-MODEL-FEATURES-MH"): ULA's
 discretisation had widened it. This refits the row on repetition REP with the row's recorded seed
-(so its localization, table and training), samples its ULA chains as the row does (checked against
-the record's widths), MH-corrects them with mg1's features-mh settings, and prints both against
+(so its localization, table and training), samples its ULA chains as the row does (printing their
+widths beside the record's), MH-corrects them with mg1's features-mh settings, and prints both against
 the paper's n-model widths (Table 6).
 
 Usage, from the repository root: ``.venv/bin/python benchmarks/pilots/epidemic10_mh.py REP``;
-appends to ``benchmarks/results/epidemic10_mh_scratch.jsonl``. About 30-50 min a repetition on
-one core.
+appends to ``benchmarks/results/epidemic10_mh_scratch.jsonl``. About 50 min a repetition on
+one core next to another job.
 
 Result (session 47, repetitions 0 and 7; logs in benchmarks/results/epidemic10_pilot_logs/mh_rep*.log):
 MH accepts 92% of the moves and leaves the widths and means where ULA put them (geometric-mean
 width over the paper's 0.99 -> 0.98 and 0.93 -> 0.91; repetition 7 still misses the facility rate
-and floors 5-6), so the correction is no fix for Table 6 (epidemic10 note "MH CORRECTION").
+and floors 5-6, and floor 7 after MH), so the correction is no fix for Table 6 (epidemic10 note "MH CORRECTION").
 """
 import json
 import sys
