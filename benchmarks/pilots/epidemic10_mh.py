@@ -31,12 +31,14 @@ import numpy as np  # noqa: E402
 
 import epidemic10  # noqa: E402
 import epidemic5  # noqa: E402
+import mg1  # noqa: E402
 from _sbi_common import repetition_record  # noqa: E402
 from scorebayes.models import get_model  # noqa: E402
 from scorebayes.parallel import make_generator  # noqa: E402
 from scorebayes.samplers.sbi_mh import mh_correct  # noqa: E402
 
-MH = {"mh_steps": 4_000, "mh_jump_every": 5, "mh_jump_beta": 0.9, "mh_nodes": 4, "mh_jump_nodes": 16}
+# the MH settings of mg1's features-mh rows (mg1.SMALL), so the two corrections stay the same
+MH = {key: value for key, value in mg1.SMALL["features_mh"].items() if key.startswith("mh_")}
 
 
 def main(rep: int) -> None:
