@@ -127,8 +127,11 @@ BSL_PAPER_SCALE = {**FULL["bsl"], "adapt_covariance": True}
 #: refit the whitening to the chains (``adapt_steps``) and 8,000 more. Whitened by the curvature at
 #: the starts, a condition number of 761 was left against the exact posterior's covariance, and
 #: 4,000 (20,000) steps gave KS 0.61 (0.37); re-sampled with 7,000 + 4,000 adapted steps, 0.28.
+#: ``reset_stragglers``: warm-up restarts of chains far below the others in learned log-posterior;
+#: on repetition 1, 3 of 100 chains sat at theta1 ~ 1 (a saturated logit, 1,800 nats below the
+#: others, where the drift is nearly flat), stretched the whitening and set the relaxation time.
 PAPER_SCALE_SAMPLING = {"num_samples": 1000, "chains": 100, "max_steps": 8000,
-                        "adapt_steps": 12_000}
+                        "adapt_steps": 12_000, "reset_stragglers": True}
 
 #: then ``ScoreLangevin.refit_debiasing`` rounds (no new simulations): the debiasing net corrected
 #: by a fit linear in theta to D^R's residual group means, kernel-weighted (``bandwidth`` posterior
@@ -144,7 +147,7 @@ SINGLE_OPTIONS = {"proposal_inflation": 2.0, "tempering": True, "step_size_facto
 
 def preconditioned_sample(sl: ScoreLangevin, num_samples: int, *, chains: int, seed: int,
                           kappa: float = 0.1, tempering: bool = True, max_steps: int = 20_000,
-                          adapt_steps: int = 0) -> Posterior:
+                          adapt_steps: int = 0, reset_stragglers: bool = True) -> Posterior:
     r"""Langevin on the learned posterior score with the dense preconditioner.
 
     In :math:`u` the posterior is badly conditioned (the scaled logit of :math:`\theta_0` has
@@ -152,10 +155,12 @@ def preconditioned_sample(sl: ScoreLangevin, num_samples: int, *, chains: int, s
     them): with :math:`\tau = \kappa/\lambda_{\max}` the slow directions need ~1e7 steps.
     ``ScoreLangevin.sample(precondition="dense")`` whitens them (KS 0.17 -> 0.03 with the true
     score, see the module notes). ``adapt_steps``: warm-up steps refitting the whitening to the
-    chains (``ScoreLangevin.sample``), where the curvature at the starts misleads.
+    chains (``ScoreLangevin.sample``), where the curvature at the starts misleads; with them,
+    ``reset_stragglers`` restarts chains stuck far below the others.
     """
     return sl.sample(num_samples, chains=chains, seed=seed, step_size_factor=kappa, tempering=tempering,
-                     max_steps=max_steps, precondition="dense", adapt_steps=adapt_steps)
+                     max_steps=max_steps, precondition="dense", adapt_steps=adapt_steps,
+                     reset_stragglers=reset_stragglers)
 
 
 # --------------------------------------------------------------------------- shared fits
@@ -238,11 +243,13 @@ def _score_result(sl: ScoreLangevin, cfg: dict, seed: int, reference=None) -> Me
         post = preconditioned_sample(sl, sm["num_samples"], chains=sm["chains"], seed=seed,
                                      kappa=SINGLE_OPTIONS["step_size_factor"],
                                      tempering=SINGLE_OPTIONS["tempering"], max_steps=max_steps,
-                                     adapt_steps=sm.get("adapt_steps", 0))
+                                     adapt_steps=sm.get("adapt_steps", 0),
+                                     reset_stragglers=sm.get("reset_stragglers", False))
         if reference is not None and "plain_ula" in extra:
             extra["plain_ula"].update(reference(plain))
         extra["preconditioned"] = {k: post.info.get(k) for k in ("burn_in", "thin", "relaxation_steps",
-                                                                  "warmup_steps", "start_memory")}
+                                                                  "warmup_steps", "start_memory",
+                                                                  "chains_reset")}
     else:
         post = plain
     stages = dict(sl.simulations_)
@@ -850,10 +857,12 @@ def main(argv=None) -> None:
     extra = argparse.ArgumentParser(add_help=False)
     extra.add_argument("--parts", default="table,fig1", help="comma-separated subset of " + ",".join(PARTS))
     known, rest = extra.parse_known_args(argv)
-    args = parse_args(__doc__.splitlines()[0], 3, METHODS, rest, carry=NAME, plan=True)
+    args = parse_args(__doc__.splitlines()[0], 3, METHODS, rest, carry=NAME, plan=True, only_reps=True)
     parts = [p.strip() for p in known.parts.split(",") if p.strip()]
     if any(p not in PARTS for p in parts):
         raise SystemExit(f"--parts must be a subset of {PARTS}, got {parts}")
+    if args.only_reps is not None and parts != ["table"]:
+        raise SystemExit("--only-reps runs the table's repetitions alone; run it with --parts table")
     if args.plan and "table" not in parts:
         raise SystemExit("--plan lists the table's repetitions; run it with --parts table")
     left_out = (announce_rows_left_out(NAME, args.methods, METHODS, announce=not args.plan)
@@ -875,7 +884,11 @@ def main(argv=None) -> None:
                                   configs={"bsl-paper-scale": BSL_PAPER_SCALE,
                                            "single-model-paper-scale": {**PAPER_SCALE_SAMPLING,
                                                                         "refits": PAPER_SCALE_REFITS}},
-                                  plan=args.plan)
+                                  only_reps=args.only_reps, plan=args.plan)
+        if args.only_reps is not None:  # e.g. split over processes: the records alone
+            print(f"saved repetitions {args.only_reps} (those within the methods' caps); render with: "
+                  f"scorebayes bench {NAME} --reps {args.reps} --parts table")
+            return
         if records_only(args.methods, left_out, f"scorebayes bench {NAME} --reps {args.reps} --parts table"):
             return
         table = summarise_table2(records, args.reps)

@@ -59,6 +59,7 @@ from .parallel import derive_seed, make_generator
 from .posterior import Posterior
 from .priors import ParameterSpace
 from .proposal import GaussianProposal, MixtureProposal, PriorSampler
+from .samplers.acceptance import log_density_difference
 from .samplers.langevin import (adaptation_windows, covariance_preconditioner, curvature_step_size,
                                 dense_preconditioner, reflect_into_box, run_langevin)
 from .scores.local_debias import (LocalLinearCorrection, ThetaLinearCorrection, fit_kernel_correction,
@@ -852,6 +853,7 @@ class ScoreLangevin:
         compile_drift: bool = False,
         precondition: str | None = None,
         adapt_steps: int = 0,
+        reset_stragglers: bool = True,
         seed: int | None = None,
     ) -> Posterior:
         r"""Run Langevin chains on the learned posterior score and return a :class:`Posterior`.
@@ -889,6 +891,16 @@ class ScoreLangevin:
                 curvature at the starts misses its shape (the monotone regression: a condition
                 number of 761 left after whitening at the starts, against the exact posterior's
                 covariance). ``info["warmup_steps"]`` records the steps spent.
+            reset_stragglers: with ``adapt_steps``, after each warm-up window restart the chains
+                whose learned log-posterior (path integral of the drift from the chains' median)
+                lies more than :func:`default_straggler_gap` nats below the median chain's, from
+                the state of a random other chain, and leave them out of the whitening's refit.
+                Chains that start far out where the drift is nearly flat (a logit at its bound)
+                otherwise stay there for 1e5 steps and stretch the whitening.
+                ``info["chains_reset"]`` counts the restarts (a warning says when any happened).
+                The rule assumes the mass sits in one region of comparable log-density: pass
+                ``False`` for a posterior with a separated mode that much lower but still heavy
+                (a mode 10x wider in each of 11 dimensions).
 
         Warns when over 1% of the draws lie at the edge of the trained region
         (``info["edge_fraction"]``) and when the chains' last draws still depend on their starts
@@ -904,6 +916,8 @@ class ScoreLangevin:
             raise ValueError(f"precondition must be None or 'dense', got {precondition!r}")
         if isinstance(adapt_steps, bool) or not isinstance(adapt_steps, int) or adapt_steps < 0:
             raise ValueError(f"adapt_steps must be an integer >= 0, got {adapt_steps!r}")
+        if not isinstance(reset_stragglers, bool):
+            raise ValueError(f"reset_stragglers must be True or False, got {reset_stragglers!r}")
         if adapt_steps and precondition != "dense":
             raise ValueError("adapt_steps adapts the dense preconditioner: pass precondition='dense'")
         seed = self.seed if seed is None else seed
@@ -930,6 +944,7 @@ class ScoreLangevin:
         bounds = (low, high)
         results, infos, starts = [], [], []
         start_counts = [0, 0]  # starts redrawn, starts reflected into the box
+        chains_reset = 0  # warm-up restarts of stragglers (reset_stragglers)
         for c, x_copy in enumerate(data_copies):
             g = make_generator(seed, "langevin", c)
             sampler = self.proposal_ if init == "proposal" else PriorSampler(self.prior)
@@ -952,10 +967,12 @@ class ScoreLangevin:
                 u_fns = (lik, prior_score, drift_graph)
                 center, L = dense_preconditioner(drift_graph, u0[: min(32, len(u0))])
                 if adapt_steps:
-                    u0, alive, center, L, warmup_steps = _adapt_whitening(
+                    u0, alive, center, L, warmup_steps, resets = _adapt_whitening(
                         u_fns, bounds, u0, center, L, windows=adaptation_windows(adapt_steps),
                         stages=stages, kappa=step_size_factor, clip_norm=clip_norm, generator=g,
-                        progress=self.progress)
+                        progress=self.progress,
+                        straggler_gap=default_straggler_gap(u0.shape[-1]) if reset_stragglers else None)
+                    chains_reset += resets
                     starts_u, chain_stages = starts_u[alive], ()
                 lik, prior_score, drift_graph, to_u, constrain = _whitened(u_fns, center, L, bounds)
                 u0 = torch.linalg.solve(L, (u0 - center).T).T
@@ -998,6 +1015,11 @@ class ScoreLangevin:
                           "distribution. Raise max_steps, try precondition='dense', or look for "
                           "spurious modes of the learned score",
                           stacklevel=2)
+        if chains_reset:
+            warnings.warn(f"warm-up restarted {chains_reset} chain states (of {len(u_draws)} chains, over the "
+                          "adaptation windows) that lay far below the others in learned log-posterior, from "
+                          "other chains' states (reset_stragglers): the start distribution reaches regions "
+                          "where the drift is too flat to leave (info['chains_reset'])", stacklevel=2)
         if start_counts[1]:
             warnings.warn(f"{start_counts[1]} chain starts could not be drawn inside the sampling region "
                           "(trained region and support) and were reflected into it; reflected starts can "
@@ -1036,6 +1058,7 @@ class ScoreLangevin:
             else float("nan"),
             "precondition": precondition,
             "warmup_steps": warmup_steps,
+            "chains_reset": chains_reset,
             "curvature_penalty": self.fit_report_.penalty,
             "mean_penalty": getattr(self, "mean_report_", None) and self.mean_report_.penalty,
         }
@@ -1090,6 +1113,8 @@ class ScoreLangevin:
         arguments.pop("self", None)
         if not arguments.get("adapt_steps"):  # the default: names of samples stored before it existed
             arguments.pop("adapt_steps", None)
+        if not (arguments.get("adapt_steps") and arguments.get("reset_stragglers")):
+            arguments.pop("reset_stragglers", None)  # no restarts: the samples stored before they existed
         refinements = getattr(self, "refinements_", [])
         arguments["refinements"] = len(refinements)  # refined drift, new samples
         kernel = [(r["bandwidth"], [float(f"{v:.6g}") for v in r["intercept"].tolist()])
@@ -1152,21 +1177,25 @@ def _probes_with_centre(v: Tensor) -> Tensor:
 def _adapt_whitening(u_fns: tuple[Callable, Callable, Callable], bounds: tuple[Tensor, Tensor],
                      u0: Tensor, center: Tensor, L: Tensor, *, windows: Sequence[int],
                      stages: Sequence[float], kappa: float, clip_norm: float | None,
-                     generator: torch.Generator, progress: bool
-                     ) -> tuple[Tensor, Tensor, Tensor, Tensor, int]:
+                     generator: torch.Generator, progress: bool, straggler_gap: float | None = None
+                     ) -> tuple[Tensor, Tensor, Tensor, Tensor, int, int]:
     """Windowed warm-up of the dense preconditioner (``ScoreLangevin.sample(adapt_steps=...)``).
 
     Each window runs the chains whitened by the current ``(center, L)`` with the step size
     :math:`\\kappa/\\lambda_{\\max}` from the curvature at 15 chains and at the centre, then refits
     ``(center, L)`` to the pooled states of the window's second half (50 per chain). The
     tempering ``stages`` (``max(50, first window / 10)`` steps each) precede the first window.
+    With ``straggler_gap``, after each window the chains more than that many nats below the
+    median chain are restarted from other chains (:func:`_reset_stragglers`) and left out of
+    the refit.
 
     Returns:
-        ``(u [C', d], alive [C] bool, center, L, steps)``: the last states of the chains that did
-        not diverge, which chains those are, the final whitening and the steps run.
+        ``(u [C', d], alive [C] bool, center, L, steps, resets)``: the last states of the chains
+        that did not diverge, which chains those are, the final whitening, the steps run and the
+        number of restarts.
     """
     alive = torch.ones(len(u0), dtype=torch.bool)
-    u, steps = u0, 0
+    u, steps, resets = u0, 0, 0
     for k, window in enumerate(windows):
         lik, prior_score, drift, to_u, constrain = _whitened(u_fns, center, L, bounds)
         v = torch.linalg.solve(L, (u - center).T).T
@@ -1185,5 +1214,53 @@ def _adapt_whitening(u_fns: tuple[Callable, Callable, Callable], bounds: tuple[T
         alive[alive.nonzero()[:, 0][~ok]] = False
         u_draws = to_u(draws[ok])
         u = u_draws[:, -1]
-        center, L = covariance_preconditioner(u_draws.reshape(-1, u_draws.shape[-1]))
-    return u, alive, center, L, steps
+        healthy = torch.ones(len(u), dtype=torch.bool)
+        if straggler_gap is not None and len(u) > 2:
+            u, healthy = _reset_stragglers(lambda x: u_fns[0](x) + u_fns[1](x), u, straggler_gap, generator)
+            resets += int((~healthy).sum())
+        # fitted to the chains that are not stragglers: a few chains stuck far out would set the scale
+        center, L = covariance_preconditioner(u_draws[healthy].reshape(-1, u_draws.shape[-1]))
+    return u, alive, center, L, steps, resets
+
+
+def default_straggler_gap(dim: int) -> float:
+    r"""Log-density deficit beyond which a warm-up chain counts as stuck: :math:`\chi^2_{d}(1-10^{-6})/2`.
+
+    For a Gaussian posterior in :math:`d` dimensions, :math:`\log p(\text{mode}) - \log p(\theta)
+    = \chi^2_d/2`, so a chain this far below the median chain lies where a draw falls with
+    probability under :math:`10^{-6}` (25 nats for :math:`d = 11`).
+    """
+    from scipy.stats import chi2
+
+    return float(chi2.isf(1e-6, dim)) / 2
+
+
+def _reset_stragglers(score_u: Callable[[Tensor], Tensor], u: Tensor, gap: float,
+                      generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    r"""Restart warm-up chains stuck where the (learned) posterior has no mass.
+
+    With :math:`m` the coordinate-wise median of the chains' states ``u [C, d]``,
+    :math:`\ell_c = \log p(u_c) - \log p(m)` by the path integral of the drift
+    (:func:`~scorebayes.samplers.acceptance.log_density_difference`). Chains with
+    :math:`\operatorname{median}_c \ell_c - \ell_c >` ``gap`` are moved to the state of a random
+    other chain. Only during warm-up, whose draws are discarded: the chains that follow are still
+    Langevin chains from their (new) starts. Needed where the drift is nearly flat far from the
+    posterior (a logit coordinate saturated at its bound, the monotone regression's repetition 1:
+    3 of 100 chains 1,800 nats below the others, which 20,000 steps of the posterior-sized step
+    could not bring back).
+
+    Returns:
+        ``(u [C, d], healthy [C] bool)``: the states after the restarts, and which chains kept theirs.
+    """
+    centre = u.median(0).values
+    with torch.no_grad():
+        ell = log_density_difference(lambda x: score_u(x).detach(), centre, u)
+    ell = torch.where(torch.isfinite(ell), ell, torch.full_like(ell, -math.inf))
+    healthy = (ell.median() - ell) <= gap
+    if healthy.all() or not healthy.any():
+        return u, torch.ones(len(u), dtype=torch.bool)
+    donors = healthy.nonzero()[:, 0]
+    pick = donors[torch.randint(len(donors), (int((~healthy).sum()),), generator=generator)]
+    u = u.clone()
+    u[~healthy] = u[pick]
+    return u, healthy

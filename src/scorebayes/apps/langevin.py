@@ -143,7 +143,7 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
                                  # sampler checks (sbi.ScoreLangevin.sample; absent after MH correction)
                                  **{k: _finite_or_none(posterior.info[k])
                                     for k in ("edge_fraction", "start_memory", "starts_redrawn",
-                                              "starts_reflected") if k in posterior.info},
+                                              "starts_reflected", "chains_reset") if k in posterior.info},
                                  "failed_simulations": int(estimator.faults_["failed"]),
                                  "nonfinite_simulations": int(estimator.faults_["nonfinite"]),
                                  "resumed_simulations": estimator.faults_["resumed"]}, truth)
