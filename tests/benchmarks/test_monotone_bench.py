@@ -96,3 +96,28 @@ def test_a_methods_subset_saves_records_without_dropping_rendered_rows(bench, tm
     assert json.loads((tmp_path / "monotone.json").read_text()) == rendered
     records = [json.loads(line) for line in (tmp_path / "monotone_partial.jsonl").read_text().splitlines()]
     assert [(r["method"], r["rep"], r["ks"]) for r in records] == [("npe", 0, 0.5)]
+
+
+def test_only_reps_saves_those_repetitions_alone(bench, tmp_path, monkeypatch, capsys):
+    """``--only-reps 1`` (a paper-scale repetition on its own process) records repetition 1 only
+    and renders nothing; with parts other than the table it is refused before any work."""
+    monkeypatch.setattr(bench, "RESULTS", tmp_path)
+    monkeypatch.setitem(bench.run_repetitions.__globals__, "RESULTS", tmp_path)
+    monkeypatch.setitem(bench.announce_rows_left_out.__globals__, "RESULTS", tmp_path)
+
+    def fake_methods(model, cfg, progress, refs=None):
+        def method(x_obs, seed):
+            draws = model.true_parameters + 0.01 * torch.randn(50, model.true_parameters.numel(),
+                                                               dtype=torch.float64)
+            return bench.MethodResult(bench.Posterior(draws, model.parameter_names), cost=1.0)
+        return {m: method for m in bench.METHODS}
+
+    monkeypatch.setattr(bench, "make_methods", fake_methods)
+    monkeypatch.setattr(bench, "table2_record", lambda model, refs: lambda m, post, x, r: {"ks": 0.5})
+    bench.main(["--methods", "npe", "--reps", "2", "--only-reps", "1", "--parts", "table", "--quiet"])
+    assert "saved repetitions [1]" in capsys.readouterr().out
+    assert not (tmp_path / "monotone.json").exists()
+    records = [json.loads(line) for line in (tmp_path / "monotone_partial.jsonl").read_text().splitlines()]
+    assert [(r["method"], r["rep"]) for r in records] == [("npe", 1)]
+    with pytest.raises(SystemExit, match="--only-reps runs the table's repetitions alone"):
+        bench.main(["--methods", "npe", "--only-reps", "1", "--parts", "table,fig1", "--quiet"])
