@@ -73,9 +73,10 @@ def test_figure8_renders(bench, tmp_path):
     assert path.stat().st_size > 1000
 
 
-def test_a_methods_subset_saves_records_without_dropping_rendered_rows(bench, tmp_path, monkeypatch, capsys):
-    """``--methods npe`` over a monotone.json that also holds abc saves npe's records and leaves
-    monotone.json alone, instead of rewriting Table 2 with npe's row only."""
+@pytest.fixture
+def fake_table_run(bench, tmp_path, monkeypatch):
+    """Table runs write to ``tmp_path``, every method returns draws near the truth and each record
+    is ``{"ks": 0.5}``: the bookkeeping alone."""
     monkeypatch.setattr(bench, "RESULTS", tmp_path)
     monkeypatch.setitem(bench.run_repetitions.__globals__, "RESULTS", tmp_path)
     monkeypatch.setitem(bench.announce_rows_left_out.__globals__, "RESULTS", tmp_path)
@@ -89,6 +90,13 @@ def test_a_methods_subset_saves_records_without_dropping_rendered_rows(bench, tm
 
     monkeypatch.setattr(bench, "make_methods", fake_methods)
     monkeypatch.setattr(bench, "table2_record", lambda model, refs: lambda m, post, x, r: {"ks": 0.5})
+    return tmp_path
+
+
+def test_a_methods_subset_saves_records_without_dropping_rendered_rows(bench, fake_table_run, capsys):
+    """``--methods npe`` over a monotone.json that also holds abc saves npe's records and leaves
+    monotone.json alone, instead of rewriting Table 2 with npe's row only."""
+    tmp_path = fake_table_run
     rendered = {"name": "monotone", "methods": {"abc": {}, "npe": {}}}
     (tmp_path / "monotone.json").write_text(json.dumps(rendered))
     bench.main(["--methods", "npe", "--reps", "1", "--parts", "table", "--quiet"])
@@ -98,22 +106,10 @@ def test_a_methods_subset_saves_records_without_dropping_rendered_rows(bench, tm
     assert [(r["method"], r["rep"], r["ks"]) for r in records] == [("npe", 0, 0.5)]
 
 
-def test_only_reps_saves_those_repetitions_alone(bench, tmp_path, monkeypatch, capsys):
+def test_only_reps_saves_those_repetitions_alone(bench, fake_table_run, capsys):
     """``--only-reps 1`` (a paper-scale repetition on its own process) records repetition 1 only
     and renders nothing; with parts other than the table it is refused before any work."""
-    monkeypatch.setattr(bench, "RESULTS", tmp_path)
-    monkeypatch.setitem(bench.run_repetitions.__globals__, "RESULTS", tmp_path)
-    monkeypatch.setitem(bench.announce_rows_left_out.__globals__, "RESULTS", tmp_path)
-
-    def fake_methods(model, cfg, progress, refs=None):
-        def method(x_obs, seed):
-            draws = model.true_parameters + 0.01 * torch.randn(50, model.true_parameters.numel(),
-                                                               dtype=torch.float64)
-            return bench.MethodResult(bench.Posterior(draws, model.parameter_names), cost=1.0)
-        return {m: method for m in bench.METHODS}
-
-    monkeypatch.setattr(bench, "make_methods", fake_methods)
-    monkeypatch.setattr(bench, "table2_record", lambda model, refs: lambda m, post, x, r: {"ks": 0.5})
+    tmp_path = fake_table_run
     bench.main(["--methods", "npe", "--reps", "2", "--only-reps", "1", "--parts", "table", "--quiet"])
     assert "saved repetitions [1]" in capsys.readouterr().out
     assert not (tmp_path / "monotone.json").exists()
