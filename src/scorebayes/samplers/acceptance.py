@@ -212,7 +212,7 @@ def log_density_difference(score: Callable[[Tensor], Tensor], start: Tensor, end
 
     Arguments:
         score: :math:`s = \nabla\log p`, ``[M, d] -> [M, d]``.
-        start, end: ``[C, d]`` (or ``[d]``, broadcast) end points :math:`a` and :math:`b`.
+        start, end: end points :math:`a` and :math:`b`, ``[C, d]``; one of them may be ``[d]`` (shared).
 
     Returns:
         ``[C]``: :math:`\log p(b_c) - \log p(a_c)`.
@@ -221,7 +221,7 @@ def log_density_difference(score: Callable[[Tensor], Tensor], start: Tensor, end
         raise ValueError(f"pieces must be >= 1, got {pieces}")
     start, end = torch.broadcast_tensors(torch.as_tensor(start), torch.as_tensor(end))
     if start.dim() != 2:
-        raise ValueError(f"start and end must be [C, d] (or [d]), got shape {tuple(start.shape)}")
+        raise ValueError(f"start and end must be [C, d] (one may be [d]), got shape {tuple(start.shape)}")
     nodes, weights = quadrature_nodes(num_nodes, "legendre")
     t = (np.arange(pieces)[:, None] + nodes[None, :]).ravel() / pieces  # [K] on [0, 1]
     w = np.tile(weights, pieces) / pieces
