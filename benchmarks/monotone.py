@@ -244,7 +244,7 @@ def _score_result(sl: ScoreLangevin, cfg: dict, seed: int, reference=None) -> Me
                                      kappa=SINGLE_OPTIONS["step_size_factor"],
                                      tempering=SINGLE_OPTIONS["tempering"], max_steps=max_steps,
                                      adapt_steps=sm.get("adapt_steps", 0),
-                                     reset_stragglers=sm.get("reset_stragglers", False))
+                                     reset_stragglers=sm.get("reset_stragglers", True))
         if reference is not None and "plain_ula" in extra:
             extra["plain_ula"].update(reference(plain))
         extra["preconditioned"] = {k: post.info.get(k) for k in ("burn_in", "thin", "relaxation_steps",
