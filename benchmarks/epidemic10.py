@@ -73,7 +73,7 @@ SMALL = {**epidemic5.SMALL, "reps": 10, "localization": LOCALIZATION,
          # the summaries for the facility and floor rates only (session 33): the room rate's width
          # grew with them (+0.19 in log against n-model-views), and they do not inform room transmission
          # (first 7 repetitions so far)
-         "views_spread_floors": {**_views, "reps": 7,
+         "views_spread_floors": {**_views, "reps": 10,
                                  "spread": ("beta_facility", *(f"beta_floor{k}" for k in range(1, 11)))},
          # the paper's BSL for setting 2 (200 simulations per iteration), first 3 repetitions
          "bsl_paper": {**(PAPER_BSL := {"chains": 10, "length": 1_000, "burn_in": 200, "sims": 200}),

@@ -137,7 +137,7 @@ PAPER_SCALE_SAMPLING = {"num_samples": 1000, "chains": 100, "max_steps": 8000,
 #: by a fit linear in theta to D^R's residual group means, kernel-weighted (``bandwidth`` posterior
 #: SDs) around the last draws, and a re-sample. At the exact posterior's draws the net's error
 #: was 1.7 whitened units (rms), after one refit 0.30 (see the notes, KERNEL REFIT).
-PAPER_SCALE_REFITS = {"rounds": 1, "bandwidth": 5.0}
+PAPER_SCALE_REFITS = {"rounds": 1, "bandwidth": 5.0, "warm_start": True}
 
 SINGLE_OPTIONS = {"proposal_inflation": 2.0, "tempering": True, "step_size_factor": 0.1,
                   "precondition": True, "max_steps": 20_000, "network_coordinates": "constrained",
@@ -147,7 +147,7 @@ SINGLE_OPTIONS = {"proposal_inflation": 2.0, "tempering": True, "step_size_facto
 
 def preconditioned_sample(sl: ScoreLangevin, num_samples: int, *, chains: int, seed: int,
                           kappa: float = 0.1, tempering: bool = True, max_steps: int = 20_000,
-                          adapt_steps: int = 0, reset_stragglers: bool = True) -> Posterior:
+                          adapt_steps: int = 0, reset_stragglers: bool = True, init=None) -> Posterior:
     r"""Langevin on the learned posterior score with the dense preconditioner.
 
     In :math:`u` the posterior is badly conditioned (the scaled logit of :math:`\theta_0` has
@@ -156,11 +156,12 @@ def preconditioned_sample(sl: ScoreLangevin, num_samples: int, *, chains: int, s
     ``ScoreLangevin.sample(precondition="dense")`` whitens them (KS 0.17 -> 0.03 with the true
     score, see the module notes). ``adapt_steps``: warm-up steps refitting the whitening to the
     chains (``ScoreLangevin.sample``), where the curvature at the starts misleads; with them,
-    ``reset_stragglers`` restarts chains stuck far below the others.
+    ``reset_stragglers`` restarts chains stuck far below the others. ``init``: a Posterior to
+    warm-start from (``ScoreLangevin.sample``), else the proposal.
     """
     return sl.sample(num_samples, chains=chains, seed=seed, step_size_factor=kappa, tempering=tempering,
                      max_steps=max_steps, precondition="dense", adapt_steps=adapt_steps,
-                     reset_stragglers=reset_stragglers)
+                     reset_stragglers=reset_stragglers, init="proposal" if init is None else init)
 
 
 # --------------------------------------------------------------------------- shared fits
@@ -230,8 +231,10 @@ def score_model(model, cfg: dict, *, mode: str = "single", localize: bool = True
         **common)
 
 
-def _score_result(sl: ScoreLangevin, cfg: dict, seed: int, reference=None) -> MethodResult:
-    """Sample (preconditioned, our fix) and, with ``compare_plain_ula``, the plain ``sl.sample`` ULA."""
+def _score_result(sl: ScoreLangevin, cfg: dict, seed: int, reference=None, init=None) -> MethodResult:
+    """Sample (preconditioned, our fix) and, with ``compare_plain_ula``, the plain ``sl.sample`` ULA.
+
+    ``init``: a Posterior to warm-start the preconditioned chains from (no tempering then)."""
     sm = cfg["sampling"]
     max_steps = sm.get("max_steps", SINGLE_OPTIONS["max_steps"])
     extra = {}
@@ -242,9 +245,9 @@ def _score_result(sl: ScoreLangevin, cfg: dict, seed: int, reference=None) -> Me
     if SINGLE_OPTIONS["precondition"]:
         post = preconditioned_sample(sl, sm["num_samples"], chains=sm["chains"], seed=seed,
                                      kappa=SINGLE_OPTIONS["step_size_factor"],
-                                     tempering=SINGLE_OPTIONS["tempering"], max_steps=max_steps,
+                                     tempering=SINGLE_OPTIONS["tempering"] and init is None, max_steps=max_steps,
                                      adapt_steps=sm.get("adapt_steps", 0),
-                                     reset_stragglers=sm.get("reset_stragglers", True))
+                                     reset_stragglers=sm.get("reset_stragglers", True), init=init)
         if reference is not None and "plain_ula" in extra:
             extra["plain_ula"].update(reference(plain))
         extra["preconditioned"] = {k: post.info.get(k) for k in ("burn_in", "thin", "relaxation_steps",
@@ -289,7 +292,9 @@ def make_methods(model, cfg: dict, progress: bool, refs=None) -> dict:
             before = metrics(result.posterior) if metrics is not None else {}
             sl.refit_debiasing(result.posterior, bandwidth=PAPER_SCALE_REFITS["bandwidth"])
             rounds.append({**before, "effective_groups": sl.refinements_[-1]["effective_groups"]})
-            result = _score_result(sl, paper, seed, metrics)
+            # warm-started from the draws the refit was centred on (note WARM-STARTED RE-SAMPLING)
+            result = _score_result(sl, paper, seed, metrics,
+                                   init=result.posterior if PAPER_SCALE_REFITS["warm_start"] else None)
         result.extra["refits"] = rounds
         return result
 

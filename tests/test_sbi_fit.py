@@ -115,6 +115,53 @@ def test_adapted_whitening_samples_a_posterior_that_is_not_gaussian(known_score_
     assert at_starts.info["relaxation_steps"] > 5000
 
 
+@pytest.mark.filterwarnings("ignore:the chains have not forgotten")
+def test_warm_start_from_a_posterior_samples_the_posterior_not_the_start(known_score_estimator, langevin_spy):
+    """init=Posterior: chains start at its draws, whitened by their covariance. The start is off
+    (0.5 sd shifted, 1.5x too wide), so only chains that move give the exact moments; from the
+    proposal, whitened at the starts, the same 1,000 steps leave the stiff axis far too wide."""
+    from scorebayes.posterior import Posterior
+    from scorebayes.samplers.langevin import covariance_preconditioner
+
+    est, to_z, mean, sd = _pseudo_huber_estimator(known_score_estimator)
+    rot = torch.tensor([[1.0, -1.0], [1.0, 1.0]], dtype=torch.float64) / 2**0.5
+    m = torch.tensor([0.5, -0.3], dtype=torch.float64)
+    z = (mean + 0.5 * sd) + 1.5 * sd * torch.randn(1000, 2, generator=torch.Generator().manual_seed(5),
+                                                   dtype=torch.float64)
+    previous = Posterior(m + z @ rot.T)  # u = m + R z
+    warm = est.sample(4000, chains=200, precondition="dense", max_steps=1000, init=previous, seed=1)
+    # the chains start at the given draws, whitened by their covariance: u = c + L v
+    centre, L = covariance_preconditioner(previous.draws)
+    starts = centre + langevin_spy["init"] @ L.T
+    nearest = torch.cdist(starts, previous.draws).min(1).values
+    assert nearest.max() < 1e-6, nearest.max()  # cdist rounding ~6e-8; by the curvature: 2.3
+    z = to_z(warm.draws.reshape(-1, 2))
+    # MC error: ESS >= 1000 of the 4,000 draws; sd: ULA inflates the stiffest by <= 2.6% (kappa = 0.1)
+    assert ((z.mean(0) - mean).abs() < 4 * sd / 1000**0.5).all(), (z.mean(0), mean)
+    assert ((z.std(0) / sd - 1).abs() < 0.08).all(), (z.std(0), sd)
+    assert warm.info["relaxation_steps"] < 500  # whitened by draws 1.5x too wide: ~230 steps
+
+    cold = est.sample(4000, chains=200, precondition="dense", max_steps=1000, seed=1)
+    assert to_z(cold.draws.reshape(-1, 2)).std(0)[0] / sd[0] - 1 > 0.15
+    assert cold.info["relaxation_steps"] > 5000
+    with pytest.raises(ValueError, match="at least 2 draws of dimension 2"):
+        est.sample(10, init=Posterior(torch.zeros(5, 3)))
+    with pytest.raises(ValueError, match="init must be 'proposal', 'prior' or a Posterior"):
+        est.sample(10, init="posterior")
+
+
+def test_warm_started_samples_are_stored_under_their_start(known_score_estimator):
+    """A run store must not hand a cold start's samples, or another warm start's, back."""
+    from scorebayes.posterior import Posterior
+
+    est = known_score_estimator(torch.eye(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
+    est.store = object()  # any store: only the name is computed here
+    a, b = Posterior(torch.zeros(4, 2)), Posterior(torch.ones(4, 2))
+    names = [est._samples_name({"num_samples": 10, "init": init}) for init in ("proposal", a, b)]
+    assert len(set(names)) == 3
+    assert est._samples_name({"num_samples": 10, "init": Posterior(torch.zeros(4, 2))}) == names[1]
+
+
 def test_adapt_steps_is_checked_before_sampling(known_score_estimator):
     est = known_score_estimator(torch.eye(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
     with pytest.raises(ValueError, match="pass precondition='dense'"):

@@ -847,7 +847,7 @@ class ScoreLangevin:
         thin: int | str = "auto",
         tempering: bool | Sequence[float] = False,
         steps_per_stage: int | str = "auto",
-        init: str = "proposal",
+        init: str | Posterior = "proposal",
         clip_norm: float | None = None,
         max_steps: int = 20_000,
         compile_drift: bool = False,
@@ -870,9 +870,19 @@ class ScoreLangevin:
                 burn-in take at most half of them).
             tempering: ``True`` for likelihood weights 0.1, ..., 0.9 before :math:`t = 1`
                 (App. C.2.2), or an explicit list.
-            init: ``"proposal"`` (:math:`q`, or the prior without localization) or ``"prior"``.
-                Starts outside the sampling region (the trained region, cut to ``support_fn``) are
-                redrawn from this distribution truncated to it (``info["starts_redrawn"]``).
+            init: ``"proposal"`` (:math:`q`, or the prior without localization), ``"prior"``, or
+                a :class:`Posterior` to warm-start from: the chains start at its draws (without
+                replacement while they last) and, with ``precondition="dense"``, the whitening is
+                its draws' covariance (:func:`~scorebayes.samplers.langevin.covariance_preconditioner`)
+                instead of the drift's curvature at the starts. Use it to re-sample after
+                :meth:`refit_debiasing`, whose correction moves the posterior by about its own
+                width: chains started from :math:`q` must cross the tails again, where a learned
+                drift can be much stiffer than in the bulk (the monotone regression's repetition 1:
+                largest curvature up to 2,000 there against at most 100 at exact draws), which
+                shrinks the step for all chains. Pass ``tempering=False`` with it (the chains are
+                in the posterior already). Starts outside the sampling region (the trained
+                region, cut to ``support_fn``) are redrawn from the start distribution truncated
+                to it (``info["starts_redrawn"]``).
             clip_norm: clip the learned likelihood score to this norm.
             compile_drift: evaluate the drift through ``torch.compile`` (faster for long runs).
             precondition: ``"dense"`` runs the chains in whitened coordinates
@@ -910,8 +920,10 @@ class ScoreLangevin:
         self._check_fitted()
         if num_samples < 1:
             raise ValueError("num_samples must be >= 1")
-        if init not in ("proposal", "prior"):
-            raise ValueError("init must be 'proposal' or 'prior'")
+        if isinstance(init, Posterior):
+            init_u = self._posterior_u(init)  # checks the dimension
+        elif init not in ("proposal", "prior"):
+            raise ValueError(f"init must be 'proposal', 'prior' or a Posterior, got {init!r}")
         if precondition not in (None, "dense"):
             raise ValueError(f"precondition must be None or 'dense', got {precondition!r}")
         if isinstance(adapt_steps, bool) or not isinstance(adapt_steps, int) or adapt_steps < 0:
@@ -947,7 +959,10 @@ class ScoreLangevin:
         chains_reset = 0  # warm-up restarts of stragglers (reset_stragglers)
         for c, x_copy in enumerate(data_copies):
             g = make_generator(seed, "langevin", c)
-            sampler = self.proposal_ if init == "proposal" else PriorSampler(self.prior)
+            if isinstance(init, Posterior):
+                sampler = _DrawsSampler(self.space.to_constrained(init_u))
+            else:
+                sampler = self.proposal_ if init == "proposal" else PriorSampler(self.prior)
             u0, redrawn, reflected = self._chain_starts(sampler, per_copy, g, low, high)
             starts_u = u0  # kept in u for the start-memory check (u0 may become v below)
             start_counts[0] += redrawn
@@ -965,7 +980,10 @@ class ScoreLangevin:
             warmup_steps, chain_stages = 0, stages
             if precondition == "dense":  # chains in v, u = c + L v
                 u_fns = (lik, prior_score, drift_graph)
-                center, L = dense_preconditioner(drift_graph, u0[: min(32, len(u0))])
+                if isinstance(init, Posterior):  # the previous posterior's shape, not the curvature at one point
+                    center, L = covariance_preconditioner(init_u)
+                else:
+                    center, L = dense_preconditioner(drift_graph, u0[: min(32, len(u0))])
                 if adapt_steps:
                     u0, alive, center, L, warmup_steps, resets = _adapt_whitening(
                         u_fns, bounds, u0, center, L, windows=adaptation_windows(adapt_steps),
@@ -1115,6 +1133,9 @@ class ScoreLangevin:
             arguments.pop("adapt_steps", None)
         if not (arguments.get("adapt_steps") and arguments.get("reset_stragglers")):
             arguments.pop("reset_stragglers", None)  # no restarts: the samples stored before they existed
+        if isinstance(arguments.get("init"), Posterior):  # warm start: named by its draws
+            draws = np.ascontiguousarray(np.asarray(arguments["init"].draws, dtype=np.float64))
+            arguments["init"] = f"posterior-{hashlib.sha256(draws.tobytes()).hexdigest()[:12]}"
         refinements = getattr(self, "refinements_", [])
         arguments["refinements"] = len(refinements)  # refined drift, new samples
         kernel = [(r["bandwidth"], [float(f"{v:.6g}") for v in r["intercept"].tolist()])
@@ -1127,6 +1148,20 @@ class ScoreLangevin:
         arguments["chain_box"] = [[float(f"{v:.6g}") for v in side.tolist()] for side in self.chain_box()]
         text = repr(sorted((k, repr(v)) for k, v in arguments.items()))
         return f"samples_{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+class _DrawsSampler:
+    """Chain starts drawn from stored posterior draws ``theta [S, d]``: without replacement while
+    ``num <= S``, with replacement beyond (``sample(num, generator) -> [num, d]``)."""
+
+    def __init__(self, theta: Tensor):
+        self.theta = theta
+
+    def sample(self, num: int, generator: torch.Generator | None = None) -> Tensor:
+        size = len(self.theta)
+        index = (torch.randperm(size, generator=generator)[:num] if num <= size
+                 else torch.randint(size, (num,), generator=generator))
+        return self.theta[index]
 
 
 def _prior_score_graph(space: ParameterSpace, u: Tensor) -> Tensor:
