@@ -208,7 +208,7 @@ def test_kernel_refit_recovers_the_analytic_posterior_without_new_simulations():
     # misses a curved bias by ~f''(b sd)^2/2 at the centre, i.e. f'' b^2 sd / 2 posterior SDs here
     # (0.2 sin(2u): f'' ~ 0.7 near the truth): 0.6 SD for b = 5, 0.1 SD for b = 2 (noise: 0.05 SD)
     for _ in range(3):
-        post = est.refit_debiasing(post, bandwidth=2.0).sample(1000, chains=20)
+        post = est.refit_debiasing(post, bandwidth=2.0).sample(1000, chains=20, init=post)  # as the README
     draws = post.draws.reshape(-1)
     assert abs(float(draws.mean()) - mean) < 0.2 * sd
     assert abs(float(draws.std()) / sd - 1) < 0.15
