@@ -872,7 +872,7 @@ class ScoreLangevin:
                 (App. C.2.2), or an explicit list.
             init: ``"proposal"`` (:math:`q`, or the prior without localization), ``"prior"``, or
                 a :class:`Posterior` to warm-start from: the chains start at its draws (without
-                replacement while they last) and, with ``precondition="dense"``, the whitening is
+                replacement while they last; weights, if any, are ignored) and, with ``precondition="dense"``, the whitening is
                 its draws' covariance (:func:`~scorebayes.samplers.langevin.covariance_preconditioner`)
                 instead of the drift's curvature at the starts. Use it to re-sample after
                 :meth:`refit_debiasing`, whose correction moves the posterior by about its own
