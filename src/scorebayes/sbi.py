@@ -872,9 +872,10 @@ class ScoreLangevin:
                 (App. C.2.2), or an explicit list.
             init: ``"proposal"`` (:math:`q`, or the prior without localization), ``"prior"``, or
                 a :class:`Posterior` to warm-start from: the chains start at its draws (without
-                replacement while they last; weights, if any, are ignored) and, with ``precondition="dense"``, the whitening is
-                its draws' covariance (:func:`~scorebayes.samplers.langevin.covariance_preconditioner`)
-                instead of the drift's curvature at the starts. Use it to re-sample after
+                replacement while they last; weights, if any, are ignored) and, with
+                ``precondition="dense"``, the whitening is its draws' covariance
+                (:func:`~scorebayes.samplers.langevin.covariance_preconditioner`) instead of the
+                drift's curvature at the starts. Use it to re-sample after
                 :meth:`refit_debiasing`, whose correction moves the posterior by about its own
                 width: chains started from :math:`q` must cross the tails again, where a learned
                 drift can be much stiffer than in the bulk (the monotone regression's repetition 1:
@@ -922,6 +923,7 @@ class ScoreLangevin:
             raise ValueError("num_samples must be >= 1")
         if isinstance(init, Posterior):
             init_u = self._posterior_u(init)  # checks the dimension
+            start_sampler = _DrawsSampler(self.space.to_constrained(init_u))
         elif init not in ("proposal", "prior"):
             raise ValueError(f"init must be 'proposal', 'prior' or a Posterior, got {init!r}")
         if precondition not in (None, "dense"):
@@ -960,7 +962,7 @@ class ScoreLangevin:
         for c, x_copy in enumerate(data_copies):
             g = make_generator(seed, "langevin", c)
             if isinstance(init, Posterior):
-                sampler = _DrawsSampler(self.space.to_constrained(init_u))
+                sampler = start_sampler
             else:
                 sampler = self.proposal_ if init == "proposal" else PriorSampler(self.prior)
             u0, redrawn, reflected = self._chain_starts(sampler, per_copy, g, low, high)
