@@ -156,6 +156,20 @@ def _with_groups(est, num=20_000, m=50, seed=1):
     return est
 
 
+def test_group_means_are_each_groups_mean_of_the_score_net():
+    # 150 groups: two full chunks of 64 and a partial one, written into one preallocated tensor
+    est, _, _ = _fitted()
+    g = torch.Generator().manual_seed(2)
+    u_r = torch.randn(150, 1, generator=g, dtype=torch.float64)
+    x_r = u_r[:, None, :] + torch.randn(150, 7, 1, generator=g, dtype=torch.float64)
+    means = est._group_means(u_r, x_r)
+    with torch.no_grad():
+        direct = torch.stack([est.score_net_(u_r[k].float().expand(7, 1), x_r[k].float()).mean(0)
+                              for k in range(150)])
+    assert means.shape == (150, 1) and means.dtype == torch.float32
+    assert torch.allclose(means, direct, rtol=1e-5, atol=1e-6)
+
+
 def test_fit_kernel_correction_recovers_a_linear_residual_exactly():
     g = torch.Generator().manual_seed(0)
     theta = torch.randn(200, 3, generator=g, dtype=torch.float64)
