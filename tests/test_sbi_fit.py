@@ -162,6 +162,33 @@ def test_warm_started_samples_are_stored_under_their_start(known_score_estimator
     assert est._samples_name({"num_samples": 10, "init": Posterior(torch.zeros(4, 2))}) == names[1]
 
 
+def test_warm_started_samples_are_found_again_in_the_store(known_score_estimator, tmp_path, monkeypatch):
+    """Stored samples are named by sample()'s arguments only: a local derived from them (the warm
+    start's sampler, whose repr holds a memory address) gave every call its own name, so warm-started
+    samples were never found again."""
+    import inspect
+
+    import scorebayes.sbi as sbi_module
+    from scorebayes.sbi import ScoreLangevin
+    from scorebayes.store import RunStore
+
+    est = known_score_estimator(torch.eye(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
+    est.store = RunStore(tmp_path / "run", config=None, seed=0)
+    named, runs = [], []
+    real_name, real_run = ScoreLangevin._samples_name, sbi_module.run_langevin
+    monkeypatch.setattr(ScoreLangevin, "_samples_name",
+                        lambda self, arguments: named.append(set(arguments)) or real_name(self, arguments))
+    monkeypatch.setattr(sbi_module, "run_langevin", lambda *a, **k: runs.append(1) or real_run(*a, **k))
+    cold = est.sample(200, chains=4, max_steps=200)
+    warm = est.sample(200, chains=4, max_steps=200, init=cold)
+    assert len(runs) == 2
+    again = est.sample(200, chains=4, max_steps=200, init=cold)
+    assert len(runs) == 2, "the warm-started samples were sampled again instead of loaded"
+    assert torch.equal(again.draws, warm.draws)
+    arguments = set(inspect.signature(ScoreLangevin.sample).parameters) - {"self"}
+    assert all(keys <= arguments for keys in named), [keys - arguments for keys in named]
+
+
 def test_adapt_steps_is_checked_before_sampling(known_score_estimator):
     est = known_score_estimator(torch.eye(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
     with pytest.raises(ValueError, match="pass precondition='dense'"):

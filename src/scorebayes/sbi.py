@@ -41,6 +41,7 @@ References:
 from __future__ import annotations
 
 import hashlib
+import inspect
 import math
 import os
 import time
@@ -942,7 +943,10 @@ class ScoreLangevin:
         if adapt_steps and precondition != "dense":
             raise ValueError("adapt_steps adapts the dense preconditioner: pass precondition='dense'")
         seed = self.seed if seed is None else seed
-        saved_as = self._samples_name(dict(locals()))
+        # the arguments only: a local derived from them (a start sampler, whose repr holds its
+        # memory address) would give every process its own name and the store no hits
+        arguments = locals()
+        saved_as = self._samples_name({k: arguments[k] for k in _SAMPLE_ARGUMENTS})
         if saved_as is not None and self.store.is_done(saved_as):
             stored = Posterior.load(self.store.file("arrays", saved_as, ".npz"))
             if "chain_copies" not in stored.info and not stored.info.get("diverged_chains"):
@@ -1157,6 +1161,10 @@ class ScoreLangevin:
         arguments["chain_box"] = [[float(f"{v:.6g}") for v in side.tolist()] for side in self.chain_box()]
         text = repr(sorted((k, repr(v)) for k, v in arguments.items()))
         return f"samples_{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+#: the arguments of ScoreLangevin.sample that name its samples in a run store
+_SAMPLE_ARGUMENTS = tuple(p for p in inspect.signature(ScoreLangevin.sample).parameters if p != "self")
 
 
 class _DrawsSampler:
