@@ -663,9 +663,10 @@ class ScoreLangevin:
 
         The result is written into one preallocated tensor: appending each chunk's small result
         to a list left them scattered between the chunks' large transient activations, and
-        glibc's heap then could not reuse or return that memory (the resident size grew by
-        about 2.5 MB a chunk, 18-24 GB over the monotone paper-scale table, where the
-        preallocated version stays flat; ``benchmarks/results/group_means_memory.md``).
+        glibc's heap then could not reuse or return that memory: the resident size grew with
+        the table (by 2.2 GB over 50,000 groups in ``benchmarks/results/group_means_memory.md``,
+        where the preallocated tensor adds 64 MB), and loading the monotone paper-scale fit
+        (100,000 groups) reached 18-24 GB.
         """
         out = torch.empty(len(u_r), u_r.shape[-1], dtype=torch.float32)
         for start in range(0, len(u_r), chunk):
