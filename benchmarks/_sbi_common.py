@@ -292,7 +292,8 @@ def run_repetitions(name: str, model: Any, methods: dict[str, Callable[[Tensor, 
 
     ``max_reps`` caps the repetitions of expensive methods (``{method: k}``: only the first k);
     ``configs`` (``{method: settings}``) makes reuse of a stored record require the same settings;
-    ``only_reps`` runs (and returns) those repetitions alone. Records are appended one line per
+    ``only_reps`` runs (and returns) those repetitions alone, and names those it reused from
+    the records instead of running them again. Records are appended one line per
     write, so processes running different repetitions may share the partial file. ``plan``
     prints :func:`repetition_plan` instead and exits (``SystemExit(0)``), computing nothing."""
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -307,7 +308,7 @@ def run_repetitions(name: str, model: Any, methods: dict[str, Callable[[Tensor, 
         path.unlink()
     done = _load_partial(path, seed, fingerprints)
     truth = model.to_reported(model.true_parameters).numpy()
-    records = []
+    records, reused = [], []
     for r in _chosen_reps(reps, only_reps):
         active = {m: fn for m, fn in methods.items() if _within_cap(m, r, reps, max_reps)}
         todo = [m for m in active if (m, r) not in done]
@@ -317,6 +318,7 @@ def run_repetitions(name: str, model: Any, methods: dict[str, Callable[[Tensor, 
         for method, fn in active.items():
             if (method, r) in done:
                 records.append(done[(method, r)])
+                reused.append(f"{method} {r}")
                 continue
             rep_seed = derive_seed(seed, method, r)
             start = time.perf_counter()
@@ -343,6 +345,9 @@ def run_repetitions(name: str, model: Any, methods: dict[str, Callable[[Tensor, 
             if progress:
                 print(f"[{name}] rep {r} {method}: {seconds:.1f}s width={np.round(rec['width'], 4)} "
                       f"covers={rec['covers']}", flush=True)
+    if only_reps is not None and reused:  # asked for by name: say which were not run again
+        print(f"[{name}] already recorded with these settings, not recomputed: {', '.join(reused)} "
+              f"(delete their lines in {path.name} to run them again)", flush=True)
     return records
 
 

@@ -430,7 +430,7 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
             chosen_caps = {m: k for m, k in caps.items() if m in args.methods}
             print(f"nothing ran: repetitions {args.only_reps} are beyond the methods' caps {chosen_caps}")
         else:
-            print(f"saved repetitions {args.only_reps}; render with: scorebayes bench {name} --reps R")
+            print(f"recorded repetitions {args.only_reps}; render with: scorebayes bench {name} --reps R")
         return
     summary = common.summarise(records, model.reported_names, reps=args.reps)
     figures = figure(model, name, [r for r in records if r["rep"] < args.reps], fig_name)

@@ -498,7 +498,7 @@ def main(argv=None) -> None:
                                                **{m: scale[k]["reps"] for m, k in PAPER_TABLE_VARIANTS.items()}},
                                      only_reps=args.only_reps, plan=args.plan)
     if args.only_reps is not None:
-        print(f"saved repetitions {args.only_reps} (those within the methods' caps); render with: "
+        print(f"recorded repetitions {args.only_reps} (those within the methods' caps); render with: "
               f"scorebayes bench {NAME} --reps R")
         return
     if common.records_only(args.methods, left_out, f"scorebayes bench {NAME} --reps {args.reps}"):

@@ -983,7 +983,7 @@ def main(argv=None) -> None:
                                                                         "refits": PAPER_SCALE_REFITS}},
                                   only_reps=args.only_reps, plan=args.plan)
         if args.only_reps is not None:  # e.g. split over processes: the records alone
-            print(f"saved repetitions {args.only_reps} (those within the methods' caps); render with: "
+            print(f"recorded repetitions {args.only_reps} (those within the methods' caps); render with: "
                   f"scorebayes bench {NAME} --reps {args.reps} --parts table")
             return
         if records_only(args.methods, left_out, f"scorebayes bench {NAME} --reps {args.reps} --parts table"):

@@ -111,7 +111,7 @@ def test_only_reps_saves_those_repetitions_alone(bench, fake_table_run, capsys):
     and renders nothing; with parts other than the table it is refused before any work."""
     tmp_path = fake_table_run
     bench.main(["--methods", "npe", "--reps", "2", "--only-reps", "1", "--parts", "table", "--quiet"])
-    assert "saved repetitions [1]" in capsys.readouterr().out
+    assert "recorded repetitions [1]" in capsys.readouterr().out
     assert not (tmp_path / "monotone.json").exists()
     records = [json.loads(line) for line in (tmp_path / "monotone_partial.jsonl").read_text().splitlines()]
     assert [(r["method"], r["rep"]) for r in records] == [("npe", 1)]

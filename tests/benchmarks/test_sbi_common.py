@@ -138,6 +138,20 @@ def test_only_reps_split_runs_equal_one_run(common, tmp_path):
     assert timeless(whole) == timeless(merged)
 
 
+def test_only_reps_says_which_repetitions_it_did_not_run_again(common, tmp_path, capsys):
+    """--only-reps on repetitions already recorded with the same settings reuses them: it must say
+    so, not leave the caller to believe they were computed and saved."""
+    calls = {"m": 0}
+    run = lambda **kw: common.run_repetitions("again", _Fake(), {"m": _counting(calls, "m")},  # noqa: E731
+                                              reps=3, seed=2, progress=False, **kw)
+    run(only_reps=[1])
+    assert calls["m"] == 1 and "not recomputed" not in capsys.readouterr().out
+    run(only_reps=[1, 2])
+    out = capsys.readouterr().out
+    assert calls["m"] == 2 and "already recorded with these settings, not recomputed: m 1 (" in out
+    assert "m 2" not in out and "again_partial.jsonl" in out
+
+
 @pytest.mark.parametrize("argv, message", [(["--only-reps", "1,x"], "comma-separated integers"),
                                            (["--only-reps", "-1"], "none negative"),
                                            (["--only-reps", "1", "--fresh"], "cannot be combined")])
