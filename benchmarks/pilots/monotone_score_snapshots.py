@@ -30,16 +30,20 @@ from scorebayes.parallel import make_generator  # noqa: E402
 SEEDS = {0: 2442950534821571425, 1: 3287889073522785514}  # the row's recorded seeds
 
 
-def main(rep: int, K: int = 32, M: int = 100_000) -> None:
-    torch.set_num_threads(1)
+def load_fit(rep: int):
+    """The row's fitted ScoreLangevin on repetition ``rep`` (from its run store), and its data."""
     model = get_model("monotone")
     x = model.observed(make_generator(0, "observed", rep))
-    ref = mb.References(model, mb.SMALL["gibbs"], 0)(rep, x)
-    seed = SEEDS[rep]
     paper = {**mb.FULL, "sampling": mb.PAPER_SCALE_SAMPLING}
-    store = method_store(mb.NAME, "single-model-paper-scale", seed,
+    store = method_store(mb.NAME, "single-model-paper-scale", SEEDS[rep],
                          {"single": mb.FULL["single"], "localization": mb.FULL["localization"]})
-    sl = mb.score_model(model, paper, seed=seed, store=store).fit(x)
+    return model, x, store, mb.score_model(model, paper, seed=SEEDS[rep], store=store).fit(x)
+
+
+def fluctuation_errors(rep: int, model, x, sl, states: dict, K: int = 32, M: int = 100_000) -> dict:
+    """``{label: F [K, d]}`` for the score net ``sl.score_net_`` with each of ``states`` loaded
+    (whitened in u by the exact posterior covariance), and a print of each one's mean and rms."""
+    ref = mb.References(model, mb.SMALL["gibbs"], 0)(rep, x)
     n, space, net = x.shape[0], sl.space, sl.score_net_
     u_all = space.to_unconstrained(ref.draws.reshape(-1, model.dim).double())
     u_all = u_all[torch.isfinite(u_all).all(1)]
@@ -58,18 +62,27 @@ def main(rep: int, K: int = 32, M: int = 100_000) -> None:
                                     for j in range(0, M, 20_000)) / M for k in range(K)])
         return (total - n * mean - true) @ L
 
-    checkpoints = store.path / "checkpoints" / "train"
-    snapshots = {"fitted": {k: v.clone() for k, v in net.state_dict().items()}}
-    for phase, label in (("phase000", "warm-start end"), ("phase001", "penalty end")):
-        state = torch.load(checkpoints / f"{phase}.pt", weights_only=False)
-        snapshots[f"{label}, last"] = state["net"]
-        snapshots[f"{label}, best"] = state["best_state"]
+    fitted = {k: v.clone() for k, v in net.state_dict().items()}
     errors = {}
-    for label, state in snapshots.items():
+    for label, state in states.items():
         net.load_state_dict(state)
         errors[label] = F = fluctuation()
         print(f"{label:22s} F mean", [round(v, 2) for v in F.mean(0).tolist()],
               "rms", [round(v, 2) for v in F.pow(2).mean(0).sqrt().tolist()], flush=True)
+    net.load_state_dict(fitted)
+    return errors
+
+
+def main(rep: int, K: int = 32, M: int = 100_000) -> None:
+    torch.set_num_threads(1)
+    model, x, store, sl = load_fit(rep)
+    checkpoints = store.path / "checkpoints" / "train"
+    states = {"fitted": {k: v.clone() for k, v in sl.score_net_.state_dict().items()}}
+    for phase, label in (("phase000", "warm-start end"), ("phase001", "penalty end")):
+        state = torch.load(checkpoints / f"{phase}.pt", weights_only=False)
+        states[f"{label}, last"] = state["net"]
+        states[f"{label}, best"] = state["best_state"]
+    errors = fluctuation_errors(rep, model, x, sl, states, K, M)
     d = errors["fitted"] - errors["warm-start end, best"]
     print("fitted - warm-start end: mean", [round(v, 2) for v in d.mean(0).tolist()],
           "rms", [round(v, 2) for v in d.pow(2).mean(0).sqrt().tolist()])
