@@ -676,8 +676,10 @@ NOTES = [
     "0.65, note WARM-STARTED RE-SAMPLING). F barely moves over the 50 penalty epochs (the fitted "
     "net against the end of the 100 warm-start epochs: mean differences of at most 0.20 / 0.25), so "
     "averaging snapshots of this training would not remove it. Whether nets trained from other "
-    "seeds share it was not tested: each takes about 4 h on this machine. Table 2's KS target needs "
-    "a more accurate score net at this simulation cost, not more chains or steps.",
+    "seeds share it is being tested: benchmarks/pilots/monotone_second_seed.py trains a second net "
+    "on repetition 0's tables (no new simulation; the 100 warm-start epochs, about 50 s each, "
+    "checkpointed and carried) and then compares F for the two nets and their average. Table 2's "
+    "KS target needs a more accurate score net at this simulation cost, not more chains or steps.",
     "STORE KEYS OF WARM-STARTED SAMPLES, AND MEMORY (session 50). (1) ScoreLangevin.sample named "
     "stored samples by a hash of all its locals. With init=Posterior these included derived "
     "locals, and since the session-49 review a start sampler whose repr holds a memory address, "
