@@ -164,8 +164,9 @@ def test_warm_started_samples_are_stored_under_their_start(known_score_estimator
 
 def test_warm_started_samples_are_found_again_in_the_store(known_score_estimator, tmp_path, monkeypatch):
     """Stored samples are named by sample()'s arguments only: a local derived from them (the warm
-    start's sampler, whose repr holds a memory address) gave every call its own name, so warm-started
-    samples were never found again."""
+    start's sampler, whose repr holds a memory address) gave another process another name, so
+    warm-started samples were never found again. Within one process the address can be reused, so
+    the reload alone cannot catch that: the names' keys are checked against the signature."""
     import inspect
 
     import scorebayes.sbi as sbi_module

@@ -20,16 +20,16 @@ from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import monotone as mb  # noqa: E402
-from _sbi_common import method_store  # noqa: E402
+from monotone_score_snapshots import SEEDS, load_fit  # noqa: E402
 
 from scorebayes.metrics import ks_1d  # noqa: E402
 from scorebayes.models import get_model  # noqa: E402
 from scorebayes.parallel import make_generator  # noqa: E402
 from scorebayes.posterior import Posterior  # noqa: E402
 
-SEEDS = {0: 2442950534821571425, 1: 3287889073522785514}  # the row's recorded seeds
 
 
 def main(rep: int) -> None:
@@ -41,9 +41,7 @@ def main(rep: int) -> None:
     exact = model.reference_posterior(x, 10_000, make_generator(9, "gibbs-10000", rep))
     seed = SEEDS[rep]
     paper = {**mb.FULL, "sampling": mb.PAPER_SCALE_SAMPLING}
-    store = method_store(mb.NAME, "single-model-paper-scale", seed,
-                         {"single": mb.FULL["single"], "localization": mb.FULL["localization"]})
-    sl = mb.score_model(model, paper, seed=seed, store=store).fit(x)
+    _, _, _, sl = load_fit(rep)
     first = mb._score_result(sl, paper, seed).posterior
     sl.refit_debiasing(first, bandwidth=mb.PAPER_SCALE_REFITS["bandwidth"])
     post = mb._score_result(sl, paper, seed, init=first).posterior
