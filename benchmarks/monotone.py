@@ -12,7 +12,9 @@ rows of the rendered Table 2; render with every method.
   Methods: ``single-model``, ``n-model``, ``n-model-5x``, ``abc``, ``bsl``, ``npe``; beyond
   the default scale, ``single-model-paper-scale`` (the paper's tables and training, one random
   curvature group per penalty step, then one ``refit_debiasing`` of the debiasing net on
-  :math:`\mathcal D^R`, no new simulations) and ``bsl-paper-scale`` (the paper's BSL chains).
+  :math:`\mathcal D^R`, no new simulations), ``single-model-paper-scale-design`` (the same, its
+  nets also given each observation's design row :math:`b_M(x, 1..M)`, beyond the paper) and
+  ``bsl-paper-scale`` (the paper's BSL chains).
 - **Fig. 4**: the 95% bands of every method in repetition 0, against the Gibbs band.
 - **Fig. 1** (``--parts fig1``): posterior score directions on :math:`(\theta_0, \theta_1)`
   (other coordinates at the Gibbs posterior mean) over the conditional posterior density:
@@ -62,7 +64,7 @@ from scorebayes.sbi import ScoreLangevin, TrainingSchedule  # noqa: E402
 
 NAME = "monotone"
 METHODS = ("single-model", "n-model", "n-model-5x", "abc", "bsl", "npe", "single-model-paper-scale",
-           "bsl-paper-scale")
+           "single-model-paper-scale-design", "bsl-paper-scale")
 PARTS = ("table", "fig1", "fig8")
 
 #: Table 2 of the paper (KS, W1 in function units, Cover95, CI95 width) and Table 5 costs
@@ -137,6 +139,10 @@ PAPER_SCALE_SAMPLING = {"num_samples": 1000, "chains": 100, "max_steps": 8000,
 #: by a fit linear in theta to D^R's residual group means, kernel-weighted (``bandwidth`` posterior
 #: SDs) around the last draws, and a re-sample. At the exact posterior's draws the net's error
 #: was 1.7 whitened units (rms), after one refit 0.30 (see the notes, KERNEL REFIT).
+#: the paper-scale rows' data features (a Monotone method's name, or None): the "-design" row gives
+#: its nets each observation's design row b_M(x, 1..M) beside (x, y) (Monotone.design_features),
+#: beyond the paper; the same tables, training, sampling and refit otherwise
+PAPER_SCALE_FEATURES = {"single-model-paper-scale": None, "single-model-paper-scale-design": "design_features"}
 PAPER_SCALE_REFITS = {"rounds": 1, "bandwidth": 5.0, "warm_start": True}
 
 SINGLE_OPTIONS = {"proposal_inflation": 2.0, "tempering": True, "step_size_factor": 0.1,
@@ -200,10 +206,12 @@ FITTED: dict[tuple[str, int], ScoreLangevin] = {}  # (method, rep) -> fitted mod
 
 def score_model(model, cfg: dict, *, mode: str = "single", localize: bool = True,
                 debias: str = "debias", curvature: float = 1e-3, mean_penalty: float = 1e-3,
-                n_scale: str = "n", seed: int = 0, progress: bool = False, store=None) -> ScoreLangevin:
-    """A ScoreLangevin configured from a scale dict (single- or n-model); ``store``: a run store."""
+                n_scale: str = "n", seed: int = 0, progress: bool = False, store=None,
+                data_features=None) -> ScoreLangevin:
+    """A ScoreLangevin configured from a scale dict (single- or n-model); ``store``: a run store;
+    ``data_features``: summaries appended to each observation (ScoreLangevin(data_features=...))."""
     common = dict(localize=localize, hidden=(64, 64, 64), activation="elu", seed=seed, progress=progress,
-                  store=store,
+                  store=store, data_features=data_features,
                   network_coordinates=SINGLE_OPTIONS["network_coordinates"],
                   localization=dict(cfg["localization"]), parameter_names=model.parameter_names)
     if mode == "single":
@@ -278,13 +286,15 @@ def make_methods(model, cfg: dict, progress: bool, refs=None) -> dict:
     def single(x_obs, seed):
         return _score_result(fit("single-model", x_obs, seed), cfg, seed, reference(x_obs))
 
-    def single_paper_scale(x_obs, seed):
+    def single_paper_scale(x_obs, seed, key="single-model-paper-scale"):
         paper = {**FULL, "sampling": PAPER_SCALE_SAMPLING}
-        store = method_store(NAME, "single-model-paper-scale", seed,
-                             {"single": FULL["single"], "localization": FULL["localization"]})
+        features = PAPER_SCALE_FEATURES[key]
+        store = method_store(NAME, key, seed, {"single": FULL["single"], "localization": FULL["localization"],
+                                               **({"data_features": features} if features else {})})
         # no localization cache: this method localizes at the paper's scale (checkpointed in the store)
-        sl = score_model(model, paper, seed=seed, progress=progress, store=store).fit(x_obs)
-        FITTED.setdefault(("single-model-paper-scale", 0), sl)
+        sl = score_model(model, paper, seed=seed, progress=progress, store=store,
+                         data_features=getattr(model, features) if features else None).fit(x_obs)
+        FITTED.setdefault((key, 0), sl)
         metrics = reference(x_obs)
         result = _score_result(sl, paper, seed, metrics)
         rounds = []  # each round: the metrics of the draws it started from, and the refit's size
@@ -342,6 +352,8 @@ def make_methods(model, cfg: dict, progress: bool, refs=None) -> dict:
 
     return {"single-model": single, "n-model": n_model, "n-model-5x": n_model_5x, "abc": abc,
             "bsl": bsl_fn, "npe": npe_fn, "single-model-paper-scale": single_paper_scale,
+            "single-model-paper-scale-design": lambda x_obs, seed: single_paper_scale(
+                x_obs, seed, "single-model-paper-scale-design"),
             # the paper's BSL (1.2e6 simulations) on this scale's localization
             "bsl-paper-scale": lambda x_obs, seed: bsl_fn(x_obs, seed, BSL_PAPER_SCALE)}
 
@@ -979,10 +991,14 @@ def main(argv=None) -> None:
         records = run_repetitions(NAME, model, methods, reps=args.reps, seed=args.seed, fresh=args.fresh,
                                   progress=progress, record_fn=table2_record(model, refs),
                                   max_reps={"single-model-paper-scale": PAPER_SCALE["reps"],
+                                            "single-model-paper-scale-design": PAPER_SCALE["reps"],
                                             "bsl-paper-scale": PAPER_SCALE["bsl_reps"]},
                                   configs={"bsl-paper-scale": BSL_PAPER_SCALE,
                                            "single-model-paper-scale": {**PAPER_SCALE_SAMPLING,
-                                                                        "refits": PAPER_SCALE_REFITS}},
+                                                                        "refits": PAPER_SCALE_REFITS},
+                                           "single-model-paper-scale-design": {
+                                               **PAPER_SCALE_SAMPLING, "refits": PAPER_SCALE_REFITS,
+                                               "data_features": "design_features"}},
                                   only_reps=args.only_reps, plan=args.plan)
         if args.only_reps is not None:  # e.g. split over processes: the records alone
             print(f"recorded repetitions {args.only_reps} (those within the methods' caps); render with: "

@@ -40,20 +40,25 @@ def load_fit(rep: int):
     return model, x, store, mb.score_model(model, paper, seed=SEEDS[rep], store=store).fit(x)
 
 
-def fluctuation_errors(rep: int, model, x, sl, states: dict, K: int = 32, M: int = 100_000) -> dict:
-    """``{label: F [K, d]}`` for the score net ``sl.score_net_`` with each of ``states`` loaded
-    (whitened in u by the exact posterior covariance), and a print of each one's mean and rms."""
+def fluctuation_errors(rep: int, model, x, sl, states: dict, K: int = 32, M: int = 100_000, *,
+                       net=None, view=None) -> dict:
+    """``{label: F [K, d]}`` for the score net ``net`` (default ``sl.score_net_``) with each of
+    ``states`` loaded (whitened in u by the exact posterior covariance), and a print of each one's
+    mean and rms. ``view`` maps data sets ``[n, p]`` to the net's inputs (default
+    ``sl._observations``)."""
     ref = mb.References(model, mb.SMALL["gibbs"], 0)(rep, x)
-    n, space, net = x.shape[0], sl.space, sl.score_net_
+    n, space = x.shape[0], sl.space
+    net = sl.score_net_ if net is None else net
+    view = sl._observations if view is None else view
     u_all = space.to_unconstrained(ref.draws.reshape(-1, model.dim).double())
     u_all = u_all[torch.isfinite(u_all).all(1)]
     L = torch.linalg.cholesky(torch.cov(u_all.T))  # whitened error: L^T e
     u = u_all[torch.randperm(len(u_all), generator=torch.Generator().manual_seed(1))[:K]]
     theta = space.to_constrained(u)
     true = mb.u_true_score(model, space)(u, x[None].expand(K, -1, -1))
-    obs = sl._observations(x).float()
+    obs = view(x).float()
     g = make_generator(99, "h-mc", rep)
-    mc = [sl._observations(model.simulator(theta[k : k + 1], M, g)[0]).float() for k in range(K)]
+    mc = [view(model.simulator(theta[k : k + 1], M, g)[0]).float() for k in range(K)]
 
     def fluctuation() -> torch.Tensor:
         with torch.no_grad():

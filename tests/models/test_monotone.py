@@ -45,6 +45,24 @@ def test_simulator_observed_and_summary():
     assert err.abs().max() < 5e-3
 
 
+def test_design_features_carry_one_observations_score():
+    """``design_features`` gives b_M(x, 1..M) per observation, on any batch shape: with 1 they
+    rebuild one observation's true score, (y - [1, f] theta) [1, f] / sigma^2 (degree 3 here)."""
+    model = Monotone(degree=3, n_obs=20)
+    g = torch.Generator().manual_seed(4)
+    theta = model.true_parameters[None].repeat(5, 1) + 0.02
+    x = model.simulator(theta, 20, g)  # [5, 20, 2]
+    f = model.design_features(x)
+    assert f.shape == (5, 20, 3)
+    row = torch.cat([torch.ones_like(f[..., :1]), f], -1)  # [1, f] = the design row
+    resid = x[..., 1] - (row * theta[:, None]).sum(-1)
+    for i in (0, 7, 19):
+        assert torch.allclose(resid[:, i, None] * row[:, i] / model.sigma**2, model.true_score(theta, x[:, i]))
+    assert torch.allclose(model.design_features(x[0, 0]), f[0, 0])
+    with pytest.raises(ValueError, match=r"\(x, y\) \[\.\.\., 2\]"):
+        model.design_features(x[..., :1])
+
+
 def test_true_score_matches_autograd_and_transform_gradient():
     model = Monotone(n_obs=50)
     g = torch.Generator().manual_seed(2)
