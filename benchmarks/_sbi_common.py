@@ -287,13 +287,16 @@ def run_repetitions(name: str, model: Any, methods: dict[str, Callable[[Tensor, 
                     record_fn: Callable[..., dict] | None = None,
                     max_reps: dict[str, int] | None = None,
                     configs: dict[str, Any] | None = None,
-                    only_reps: Sequence[int] | None = None, plan: bool = False) -> list[dict]:
+                    only_reps: Sequence[int] | None = None, plan: bool = False,
+                    seed_as: dict[str, str] | None = None) -> list[dict]:
     """Run every method on ``reps`` observed data sets, saving each record as it completes.
 
     ``max_reps`` caps the repetitions of expensive methods (``{method: k}``: only the first k);
     ``configs`` (``{method: settings}``) makes reuse of a stored record require the same settings;
     ``only_reps`` runs (and returns) those repetitions alone, and names those it reused from
-    the records instead of running them again. Records are appended one line per
+    the records instead of running them again. ``seed_as`` (``{variant: method}``) gives a variant
+    the repetition seeds of another method (common random numbers: the same localization and
+    tables, so the two rows differ by the variant's change alone). Records are appended one line per
     write, so processes running different repetitions may share the partial file. ``plan``
     prints :func:`repetition_plan` instead and exits (``SystemExit(0)``), computing nothing."""
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -320,7 +323,7 @@ def run_repetitions(name: str, model: Any, methods: dict[str, Callable[[Tensor, 
                 records.append(done[(method, r)])
                 reused.append(f"{method} {r}")
                 continue
-            rep_seed = derive_seed(seed, method, r)
+            rep_seed = derive_seed(seed, (seed_as or {}).get(method, method), r)
             start = time.perf_counter()
             out = fn(x_obs, rep_seed)
             seconds = time.perf_counter() - start

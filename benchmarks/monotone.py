@@ -999,6 +999,8 @@ def main(argv=None) -> None:
                                            "single-model-paper-scale-design": {
                                                **PAPER_SCALE_SAMPLING, "refits": PAPER_SCALE_REFITS,
                                                "data_features": "design_features"}},
+                                  # the same localization and tables as the row without features
+                                  seed_as={"single-model-paper-scale-design": "single-model-paper-scale"},
                                   only_reps=args.only_reps, plan=args.plan)
         if args.only_reps is not None:  # e.g. split over processes: the records alone
             print(f"recorded repetitions {args.only_reps} (those within the methods' caps); render with: "

@@ -101,6 +101,24 @@ def test_max_reps_caps_expensive_methods(common, tmp_path):
     assert summary["cheap"]["reps"] == 4 and summary["costly"]["reps"] == 2
 
 
+def test_seed_as_gives_a_variant_another_methods_seeds(common, tmp_path):
+    """A variant with ``seed_as`` gets the seeds of the method it names (common random numbers);
+    without it, each method its own."""
+    seeds = {}
+
+    def method(label):
+        def run(x_obs, seed):
+            seeds.setdefault(label, []).append(seed)
+            return _exact_method(x_obs, seed)
+        return run
+
+    methods = {"base": method("base"), "variant": method("variant"), "other": method("other")}
+    common.run_repetitions("seeds", _Fake(), methods, reps=2, seed=5, progress=False,
+                           seed_as={"variant": "base"})
+    assert seeds["variant"] == seeds["base"] == [common.derive_seed(5, "base", r) for r in range(2)]
+    assert seeds["other"] == [common.derive_seed(5, "other", r) for r in range(2)] != seeds["base"]
+
+
 def test_changed_configuration_reruns_fingerprinted_methods(common, tmp_path):
     calls = {"plain": 0, "tuned": 0}
 
