@@ -101,3 +101,19 @@ def test_single_mode_features_reach_both_networks(features, fits):
     normal_prior = independent([Normal(torch.tensor(0.0, dtype=torch.float64), 2.0) for _ in range(D)])
     assert linear_single_model_matches(normal_prior, lognormal_simulator, x_obs, x_obs.log().sum(0) / precision,
                                        precision ** -0.5, data_features=features) == fits
+
+
+@pytest.mark.parametrize("mode", ["single", "full", "markov"])
+def test_table_view_with_features_is_built_in_chunks(mode):
+    """A table's view with ``data_features`` is the same whether built at once or a few rows at a
+    time (chunks that do not divide the table), in float32, the networks' training dtype."""
+    est = ScoreLangevin(box_prior(), gaussian_simulator, mode=mode, localize=False, progress=False,
+                        data_features=lambda v: torch.stack([v.pow(2).sum(-1), v.sin().prod(-1)], -1))
+    x = torch.randn(23, 6, D, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    whole = est._table_view(x, chunk_elements=10**9)
+    chunked = est._table_view(x, chunk_elements=5 * x[0].numel())  # 5 rows a chunk
+    assert whole.dtype == chunked.dtype == torch.float32
+    assert torch.equal(whole, chunked)
+    rows = x.reshape(23, 1, -1) if mode == "full" else torch.cat([x[:, :-1], x[:, 1:]], -1) if mode == "markov" else x
+    direct = torch.cat([rows, torch.stack([rows.pow(2).sum(-1), rows.sin().prod(-1)], -1)], -1)
+    assert torch.equal(chunked, direct.float())
