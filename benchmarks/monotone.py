@@ -671,6 +671,27 @@ def write_outputs(args, cfg_name: str, table: dict, gibbs: dict | None, fig8: li
 
 
 NOTES = [
+    "AN ENSEMBLE WOULD NOT HELP; THE DESIGN'S FEATURES MIGHT (session 51; pilots "
+    "benchmarks/pilots/monotone_second_seed.py and monotone_data_features.py, logs in "
+    "benchmarks/results/monotone_pilot_logs/). (1) A second score net trained on repetition 0's "
+    "table D^S (another initialisation and minibatch order, the row's 100 warm-start epochs, "
+    "validation -292.3 against the row net's -293.1) shares the row net's own error on the observed "
+    "data F (note below): at the same 32 exact draws its F means are -0.10 / -0.25 / -0.08 / 0.01 / "
+    "0.20 / 0.13 / 0.23 / 0.26 / 0.20 / 0.26 / 0.06 posterior SDs against the row net's 0.21 / -0.39 / "
+    "-0.26 / -0.18 / 0.06 / 0.18 / 0.24 / 0.31 / 0.25 / 0.22 / 0.06, and their average's rms "
+    "(0.22-0.59) is within 0.1 of each net's: the error is not the training run's, so averaging "
+    "nets would not remove it. (2) One observation's true score is (y - sum_k theta_k b_M(x, k)) "
+    "b_M(x, .) / sigma^2, degree-10 polynomials in x the net must build from (x, y). Fresh nets on "
+    "the first 500,000 rows of the same D^S, 20 epochs each, same initialisation and minibatches: "
+    "given (x, y) only, validation -278.3 and F rms 0.69-2.54 per coordinate (mean |F| 0.90 "
+    "averaged over the 11); also given b_M(x, 1..10) (Monotone.design_features), -286.4 and "
+    "0.15-1.76 (mean |F| 0.44); also given y b_M(x, .), -287.6 and 0.21-1.69 (0.43), no better. "
+    "So the row single-model-paper-scale-design (beyond the paper) gives the paper-scale row's nets "
+    "the design row, on the same localization and tables (run_repetitions(seed_as=...)), with the "
+    "same training, sampling and refit. Started on repetitions 0 and 1 "
+    "(`scorebayes bench monotone --methods single-model-paper-scale-design --reps 2 --parts table "
+    "--only-reps R`, two processes, about 4-5 h each on one core; checkpointed in runs/bench and "
+    "carried). Not yet in the table.",
     "THE KS GAP IS THE LEARNED SCORE'S LOCATION ERROR, NOT MONTE CARLO NOISE (session 50; pilots "
     "benchmarks/pilots/monotone_ks_floor.py and monotone_score_snapshots.py, logs in "
     "benchmarks/results/monotone_pilot_logs/; about 5 min a repetition from the stored samplings). "

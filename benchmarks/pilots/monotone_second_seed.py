@@ -1,4 +1,7 @@
-"""Pilot (session 50, to be continued): would an ensemble of score nets shrink the score's own error?
+"""Pilot (sessions 50-51): would an ensemble of score nets shrink the score's own error?
+
+Answer (session 51, log benchmarks/results/monotone_pilot_logs/second_seed_rep0.log): no. The
+second net shares the row net's F; their average's rms is within 0.1 of each net's.
 
 The paper-scale row misses Table 2's KS through the learned score's location error (monotone note
 "THE KS GAP IS THE LEARNED SCORE'S LOCATION ERROR"). Its part F that no debiasing can remove (the
