@@ -51,29 +51,35 @@ FEATURES = {"plain": None, "design": design, "design-y": design_y}
 def main(rep: int, rows: int = 500_000, epochs: int = 20) -> None:
     torch.set_num_threads(1)
     model, x, store, sl = load_fit(rep)
-    seed = sl.seed
     u_s, x_s, _ = sl._table(sl.proposal_, 2_000_000, 1, "S", paired=sl._paired())
     u_s, x_s = u_s[:rows], x_s[:rows]
     pairs = sl._pairs(u_s)
     print(f"{rows} rows, {0 if pairs is None else 2 * len(pairs)} in antithetic pairs", flush=True)
     prior_score = sl.proposal_.grad_log_prob_unconstrained(u_s).float()
     schedule = dataclasses.replace(sl.schedule, epochs=epochs, penalty_epochs=0)
-    nets, states = {}, {}
-    for label, features in FEATURES.items():
-        def view(data, features=features):
-            return data if features is None else torch.cat([data, features(data)], -1)
-        table = view(x_s)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(derive_seed(seed, "init", "features-pilot"))
-            net = sl._in_coordinates(sl._score_network(sl.space.dim, table.shape[-1]), ConstrainedScoreNet)
-        history = fit_score_network(net, u_s.float(), table.float(), prior_score, schedule=schedule, pairs=pairs,
-                                    generator=make_generator(seed, "training", "features-pilot"),
-                                    progress=True, desc=f"score net, {label}")
-        print(label, "validation loss", round(history.validation_loss, 3), "after", history.epochs, "epochs", flush=True)
-        nets[label] = (net, view)
-        states[label] = {k: v.clone() for k, v in net.state_dict().items()}
+    nets = {label: train_fresh_net(sl, u_s, x_s, prior_score, pairs, schedule, features, label)
+            for label, features in FEATURES.items()}
     for label, (net, view) in nets.items():
-        fluctuation_errors(rep, model, x, sl, {label: states[label]}, net=net, view=view)
+        fluctuation_errors(rep, model, x, sl, {label: net.state_dict()}, net=net, view=view)
+
+
+def train_fresh_net(sl, u_s, x_s, prior_score, pairs, schedule, features, label: str,
+                    init_key: str = "features-pilot", order_key: str = "features-pilot"):
+    """A fresh score net (initialisation seeded by ``init_key``, minibatch order by ``order_key``)
+    trained on ``(u_s, x_s)`` with ``features`` appended to each observation (or none); returns
+    ``(net, view)``, ``view`` mapping data ``[..., 2]`` to the net's inputs. Prints its validation loss."""
+    def view(data, features=features):
+        return data if features is None else torch.cat([data, features(data)], -1)
+
+    table = view(x_s)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(derive_seed(sl.seed, "init", init_key))
+        net = sl._in_coordinates(sl._score_network(sl.space.dim, table.shape[-1]), ConstrainedScoreNet)
+    report = fit_score_network(net, u_s.float(), table.float(), prior_score, schedule=schedule, pairs=pairs,
+                               generator=make_generator(sl.seed, "training", order_key),
+                               progress=True, desc=f"score net, {label}")
+    print(label, "validation loss", round(report.validation_loss, 3), "after", report.epochs, "epochs", flush=True)
+    return net, view
 
 
 if __name__ == "__main__":

@@ -1,0 +1,48 @@
+"""Pilot (session 51): the paper-scale design-features net's own error F, read from its checkpoint.
+
+While ``single-model-paper-scale-design`` trains (benchmarks/monotone.py), this reads the best
+state so far of its score net from its run store (``runs/bench/monotone-single-model-paper-scale-
+design-SEED``) and prints F (monotone_score_snapshots.py: the score net's error on the observed
+data that no debiasing removes, at 32 exact posterior draws, posterior-SD units) beside the plain
+row's net at the end of its 100 warm-start epochs, on the same repetition (same tables: the rows
+share their seeds). Nothing is trained or written.
+
+Usage, from the repository root: ``.venv/bin/python benchmarks/pilots/monotone_design_snapshot.py REP``
+(about 5 min, 4 GB, after the design row has checkpointed at least one epoch).
+"""
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import monotone as mb  # noqa: E402
+from _sbi_common import method_store  # noqa: E402
+from monotone_score_snapshots import fluctuation_errors, load_fit  # noqa: E402
+
+from scorebayes.scores.coordinates import ConstrainedScoreNet  # noqa: E402
+
+
+def main(rep: int) -> None:
+    torch.set_num_threads(1)
+    model, x, store, sl = load_fit(rep)
+    key = "single-model-paper-scale-design"
+    design_store = method_store(mb.NAME, key, sl.seed, {"single": mb.FULL["single"],
+                                                        "localization": mb.FULL["localization"],
+                                                        "data_features": mb.PAPER_SCALE_FEATURES[key]})
+    design = torch.load(design_store.path / "checkpoints" / "train" / "phase000.pt", weights_only=False)
+    print(f"design net: {len(design['history'])} warm-start epochs, best validation {design['best']:.2f}",
+          flush=True)
+
+    def view(data: torch.Tensor) -> torch.Tensor:
+        return torch.cat([data, model.design_features(data)], -1)
+
+    net = sl._in_coordinates(sl._score_network(sl.space.dim, 2 + model.degree), ConstrainedScoreNet)
+    plain = torch.load(store.path / "checkpoints" / "train" / "phase000.pt", weights_only=False)["best_state"]
+    fluctuation_errors(rep, model, x, sl, {"plain (warm-start end)": plain})
+    fluctuation_errors(rep, model, x, sl, {"design (best so far)": design["best_state"]}, net=net, view=view)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))
