@@ -671,7 +671,7 @@ def write_outputs(args, cfg_name: str, table: dict, gibbs: dict | None, fig8: li
 
 
 NOTES = [
-    "AN ENSEMBLE WOULD NOT HELP; THE DESIGN'S FEATURES MIGHT (session 51; pilots "
+    "AN ENSEMBLE WOULD NOT HELP; THE DESIGN'S FEATURES HALVE F ON A SMALL TABLE, NO CLEAR GAIN YET AT THE PAPER'S (session 51; pilots "
     "benchmarks/pilots/monotone_second_seed.py and monotone_data_features.py, logs in "
     "benchmarks/results/monotone_pilot_logs/). (1) A second score net trained on repetition 0's "
     "table D^S (another initialisation and minibatch order, the row's 100 warm-start epochs, "
