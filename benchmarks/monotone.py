@@ -204,6 +204,14 @@ CACHE = _LocalizationCache()
 FITTED: dict[tuple[str, int], ScoreLangevin] = {}  # (method, rep) -> fitted model (rep 0 only)
 
 
+def paper_scale_store(key: str, seed: int):
+    """The run store of paper-scale row ``key`` (a key of PAPER_SCALE_FEATURES) for ``seed``:
+    tables, checkpoints and samples, under the row's training settings and data features."""
+    features = PAPER_SCALE_FEATURES[key]
+    return method_store(NAME, key, seed, {"single": FULL["single"], "localization": FULL["localization"],
+                                          **({"data_features": features} if features else {})})
+
+
 def score_model(model, cfg: dict, *, mode: str = "single", localize: bool = True,
                 debias: str = "debias", curvature: float = 1e-3, mean_penalty: float = 1e-3,
                 n_scale: str = "n", seed: int = 0, progress: bool = False, store=None,
@@ -289,8 +297,7 @@ def make_methods(model, cfg: dict, progress: bool, refs=None) -> dict:
     def single_paper_scale(x_obs, seed, key="single-model-paper-scale"):
         paper = {**FULL, "sampling": PAPER_SCALE_SAMPLING}
         features = PAPER_SCALE_FEATURES[key]
-        store = method_store(NAME, key, seed, {"single": FULL["single"], "localization": FULL["localization"],
-                                               **({"data_features": features} if features else {})})
+        store = paper_scale_store(key, seed)
         # no localization cache: this method localizes at the paper's scale (checkpointed in the store)
         sl = score_model(model, paper, seed=seed, progress=progress, store=store,
                          data_features=getattr(model, features) if features else None).fit(x_obs)

@@ -18,7 +18,6 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import monotone as mb  # noqa: E402
-from _sbi_common import method_store  # noqa: E402
 from monotone_score_snapshots import fluctuation_errors, load_fit  # noqa: E402
 
 from scorebayes.scores.coordinates import ConstrainedScoreNet  # noqa: E402
@@ -27,10 +26,7 @@ from scorebayes.scores.coordinates import ConstrainedScoreNet  # noqa: E402
 def main(rep: int) -> None:
     torch.set_num_threads(1)
     model, x, store, sl = load_fit(rep)
-    key = "single-model-paper-scale-design"
-    design_store = method_store(mb.NAME, key, sl.seed, {"single": mb.FULL["single"],
-                                                        "localization": mb.FULL["localization"],
-                                                        "data_features": mb.PAPER_SCALE_FEATURES[key]})
+    design_store = mb.paper_scale_store("single-model-paper-scale-design", sl.seed)
     design = torch.load(design_store.path / "checkpoints" / "train" / "phase000.pt", weights_only=False)
     print(f"design net: {len(design['history'])} warm-start epochs, best validation {design['best']:.2f}",
           flush=True)

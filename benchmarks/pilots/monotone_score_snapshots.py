@@ -22,7 +22,6 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import monotone as mb  # noqa: E402
-from _sbi_common import method_store  # noqa: E402
 
 from scorebayes.models import get_model  # noqa: E402
 from scorebayes.parallel import make_generator  # noqa: E402
@@ -35,8 +34,7 @@ def load_fit(rep: int):
     model = get_model("monotone")
     x = model.observed(make_generator(0, "observed", rep))
     paper = {**mb.FULL, "sampling": mb.PAPER_SCALE_SAMPLING}
-    store = method_store(mb.NAME, "single-model-paper-scale", SEEDS[rep],
-                         {"single": mb.FULL["single"], "localization": mb.FULL["localization"]})
+    store = mb.paper_scale_store("single-model-paper-scale", SEEDS[rep])
     return model, x, store, mb.score_model(model, paper, seed=SEEDS[rep], store=store).fit(x)
 
 
