@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from scorebayes.cli import main
+from scorebayes.run_status import read_status
 
 SIM = '''
 import time
@@ -106,6 +107,14 @@ def test_kill_during_training_then_resume_is_bit_identical(tmp_path, reference):
     out = tmp_path / "out"
     killed = _kill_when(cfg, out, out / "checkpoints" / "train" / "phase000.pt")
     assert killed and not (out / "samples.csv").exists()
+    # `scorebayes status` reads how far the killed run got
+    status = read_status(out)
+    assert [t.rows for t in status.tables if t.tag == "S"] == [1200]
+    (phase,) = [p for p in status.training if p.name == "train/phase000"]
+    assert phase.epochs == 12 and 1 <= phase.epochs_done <= 12
+    assert phase.finished == (phase.epochs_done == 12)  # patience 100: no early stop
+    assert phase.last is not None and phase.best <= phase.last
+    assert not any(s.startswith("samples_") for s in status.stages)
     assert main(["run", str(cfg), "--out", str(out), "--quiet"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["resumed_simulations"] == pytest.approx(summary["simulations"])
@@ -165,3 +174,31 @@ def test_copy_without_tables_resumes_on_redrawn_tables_bit_identical(tmp_path, r
     assert sorted(p.name for p in other.iterdir()) == ["manifest.json"]
     with pytest.raises(StoreError, match="not a run directory"):
         copy_without_tables(tmp_path / "nothing", tmp_path / "x")
+
+
+def test_status_of_a_finished_and_a_partly_drawn_run(tmp_path, reference, capsys):
+    """`scorebayes status DIR`: tables, training phases and stages from the files on disk."""
+    import shutil
+
+    status = read_status(reference)
+    assert status.seed == 3
+    assert [(t.tag, t.rows, t.target, t.blocks) for t in status.tables] == [
+        ("R", 100, 100, 2), ("S", 1200, 1200, 24)]  # num_groups = 100 groups of 30 in R
+    assert status.training and all(p.finished for p in status.training)
+    (phase,) = [p for p in status.training if p.name == "train/phase000"]
+    assert (phase.epochs_done, phase.epochs) == (12, 12)
+    assert any(s.startswith("samples_") for s in status.stages)
+    assert main(["status", str(reference)]) == 0
+    out = capsys.readouterr().out
+    assert "table S: 1,200 of 1,200 rows (24 blocks)" in out
+    assert "training train/phase000: finished, 12 of 12 epochs" in out
+    # a table whose last blocks are not drawn yet
+    partial = tmp_path / "partial"
+    shutil.copytree(reference, partial)
+    for block in ("000022.json", "000023.json"):
+        (partial / "json" / "table_S" / block).unlink()
+    assert [t.rows for t in read_status(partial).tables] == [100, 1100]
+    # a folder that is not a run directory is named before anything is printed
+    assert main(["status", str(reference), str(tmp_path / "nothing")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "nothing" in captured.err and "manifest.json" in captured.err

@@ -98,6 +98,19 @@ def _find_benchmarks() -> Path:
     raise ConfigError("benchmarks/ not found: run from the repository root (editable install)")
 
 
+def _cmd_status(args: argparse.Namespace) -> int:
+    from .run_status import format_status, read_status
+
+    missing = [d for d in args.dirs if not (Path(d) / "manifest.json").is_file()]
+    if missing:  # all named before any is read
+        raise FileNotFoundError(
+            f"not a run directory (no manifest.json): {', '.join(missing)}; give the --out folder "
+            "of 'scorebayes run' or a folder under runs/bench/")
+    for folder in args.dirs:
+        print(format_status(read_status(folder)), flush=True)
+    return 0
+
+
 def _cmd_bench(args: argparse.Namespace, rest: list[str]) -> int:
     folder = _find_benchmarks()
     script = folder / f"{args.name.replace('-', '_')}.py"
@@ -128,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--quiet", action="store_true")
 
+    status = sub.add_parser("status", help="how far the runs in run directories got (safe mid-run)")
+    status.add_argument("dirs", nargs="+", metavar="DIR")
+
     bench = sub.add_parser("bench", help="run a benchmark from benchmarks/ (extra args passed on)")
     bench.add_argument("name")
     return parser
@@ -144,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_run(args)
         if args.command == "demo":
             return _cmd_demo(args)
+        if args.command == "status":
+            return _cmd_status(args)
         return _cmd_bench(args, rest)
     except KeyboardInterrupt:
         print("interrupted: re-run the same command to resume", file=sys.stderr)

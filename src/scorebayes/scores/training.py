@@ -205,7 +205,8 @@ def _train_phase(net: nn.Module, step_loss: Callable[[Tensor, int, int], Tensor 
                 "generator": generator.get_state() if generator is not None else torch.zeros(0),
                 "best": best, "best_state": best_state, "since": since, "done": done,
                 "epoch": epoch, "history": list(history or []),
-                "finished": stop or epoch == epochs - 1})
+                "finished": stop or epoch == epochs - 1,
+                "epochs": epochs, "last": value})  # for `scorebayes status`; resuming ignores them
         if stop:
             break
     net.load_state_dict(best_state)
