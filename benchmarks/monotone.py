@@ -678,6 +678,23 @@ def write_outputs(args, cfg_name: str, table: dict, gibbs: dict | None, fig8: li
 
 
 NOTES = [
+    "THE DESIGN ROW'S PENALISED NETS ARE NOT CLEARLY BETTER (session 52; pilot "
+    "benchmarks/pilots/monotone_design_snapshot.py REP 1, logs design_snapshot_rep*_penalised.log). "
+    "single-model-paper-scale-design finished its 50 penalty epochs (validation -293.49 / -293.58 on "
+    "repetitions 0 / 1, the plain row's -293.30 / -293.07) and its mean nets, and was sampling when "
+    "the session ended (the run resumes from its carried store). Its own error on the observed data F "
+    "(note below; 32 exact draws, posterior SDs) with the nets the rows sample with, the penalised "
+    "ones, against the plain row's: repetition 1, mean |F| 0.26 against 0.36 (rms 0.13-0.72 against "
+    "0.17-1.07 per coordinate, smaller on 10 of 11); repetition 0, 0.24 against 0.17 (rms 0.20-0.90 "
+    "against 0.22-0.65; the intercept's F is -0.71 against 0.01). The warm-start snapshots of session "
+    "51 favoured the design row on both; after the penalty phase the training run's own noise, "
+    "which session 51 measured at rms 0.4-1.8 per coordinate on 500,000 rows, is as large as the "
+    "features' gain. The first samplings (before the refit of the debiasing term; "
+    "benchmarks/pilots/monotone_design_first_sampling.py, log design_first_sampling.log) are mixed "
+    "the other way: KS 0.250 against the plain row's 0.331 on repetition 0 (W1 0.0033 against "
+    "0.0046) and 0.454 against 0.289 on repetition 1 (W1 0.0061 against 0.0035), so F at 32 exact "
+    "draws does not rank the rows' first samplings either. The refit and re-sample (the recorded "
+    "result; the plain row's refit took its KS from these values to 0.139 on average) come next.",
     "AN ENSEMBLE WOULD NOT HELP; THE DESIGN'S FEATURES SHRINK THE SCORE NET'S OWN ERROR (session 51; pilots "
     "benchmarks/pilots/monotone_second_seed.py and monotone_data_features.py, logs in "
     "benchmarks/results/monotone_pilot_logs/). (1) A second score net trained on repetition 0's "
