@@ -101,13 +101,8 @@ def _find_benchmarks() -> Path:
 def _cmd_status(args: argparse.Namespace) -> int:
     from .run_status import format_status, read_status
 
-    missing = [d for d in args.dirs if not (Path(d) / "manifest.json").is_file()]
-    if missing:  # all named before any is read
-        raise FileNotFoundError(
-            f"not a run directory (no manifest.json): {', '.join(missing)}; give the --out folder "
-            "of 'scorebayes run' or a folder under runs/bench/")
-    for folder in args.dirs:
-        print(format_status(read_status(folder)), flush=True)
+    statuses = [read_status(folder) for folder in args.dirs]  # a bad folder stops before any output
+    print("\n".join(format_status(status) for status in statuses))
     return 0
 
 

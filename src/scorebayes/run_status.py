@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from .store import StoreError
+
 __all__ = ["RunStatus", "TableStatus", "TrainingStatus", "read_status", "format_status"]
 
 
@@ -69,6 +71,7 @@ def read_status(path: str | Path) -> RunStatus:
 
     Raises:
         FileNotFoundError: ``path`` is not a run directory (no ``manifest.json``).
+        StoreError: its manifest is unreadable.
     """
     path = Path(path)
     manifest_file = path / "manifest.json"
@@ -79,7 +82,7 @@ def read_status(path: str | Path) -> RunStatus:
     try:
         manifest = json.loads(manifest_file.read_text())
     except ValueError as err:
-        raise FileNotFoundError(f"{manifest_file} is unreadable ({err})") from None
+        raise StoreError(f"{manifest_file} is unreadable ({err})") from None
     status = RunStatus(path=path, seed=manifest.get("seed"), version=manifest.get("version"))
     status.stages = sorted(str(p.relative_to(path / "stages").with_suffix(""))
                            for p in (path / "stages").rglob("*.done"))
