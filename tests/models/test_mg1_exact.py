@@ -87,7 +87,10 @@ def test_reference_posterior_matches_grid_quadrature():
     """The adaptive importance sampler against brute force: the same likelihood on a 20^3 grid of
     theta (uniform prior: unit Jacobian from phi), on 30 two-customer observations (a wide posterior
     the grid resolves). Means within 4 importance-sampling SEs (sd / sqrt(ESS)) plus half a grid step.
-    Four rounds: the last round's ESS was 387-1,527 over seeds 1-10 (with three, 22-1,590)."""
+    Four rounds: the last round's ESS was 387-1,527 over seeds 1-20 (median 1,390; with three rounds,
+    22-1,590). Seed 1 is the low end, and one full-suite run gave it 142 (not reproduced alone: the
+    rounds amplify rounding differences), so the guard against a degenerate sampler is ESS > 100;
+    the tolerances below scale with 1/sqrt(ESS)."""
     from scorebayes import metrics
 
     model = MG1(n_obs=30, customers=2)
@@ -95,7 +98,7 @@ def test_reference_posterior_matches_grid_quadrature():
     post = reference_posterior(x, draws=3000, rounds=4, particles=64, seed=1)
     s, w = post.samples.reshape(-1, 3).numpy(), post.weights.reshape(-1).numpy()
     ess = post.info["ess"][-1]
-    assert ess > 300, post.info
+    assert ess > 100, post.info
     mean, sd = metrics.posterior_mean(s, w), np.sqrt(metrics.posterior_mean((s - metrics.posterior_mean(s, w)) ** 2, w))
     low, high = metrics.credible_interval(s, w, level=0.999)
     axes = [torch.linspace(max(1e-3, low[k] - 0.2 * (high[k] - low[k])),
