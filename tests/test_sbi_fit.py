@@ -1,5 +1,6 @@
 """ScoreLangevin.fit input checks that run before any expensive work."""
 
+import numpy as np
 import pytest
 import torch
 from torch.distributions import Normal
@@ -160,6 +161,24 @@ def test_warm_started_samples_are_stored_under_their_start(known_score_estimator
     names = [est._samples_name({"num_samples": 10, "init": init}) for init in ("proposal", a, b)]
     assert len(set(names)) == 3
     assert est._samples_name({"num_samples": 10, "init": Posterior(torch.zeros(4, 2))}) == names[1]
+
+
+def test_tensor_valued_sample_arguments_are_named_by_their_values(known_score_estimator):
+    """torch prints 0.00101 and 0.00104 alike (``tensor(0.0010)``): stored samples must be named
+    by the values, not their print, or one step size's samples are handed back for the other.
+    Names of plain Python arguments are unchanged (samples stored before stay found)."""
+    est = known_score_estimator(torch.eye(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
+    est.store = object()
+    assert repr(torch.tensor(0.00101)) == repr(torch.tensor(0.00104))
+    names = [est._samples_name({"num_samples": 10, "step_size": step})
+             for step in (torch.tensor(0.00101), torch.tensor(0.00104), np.array(0.00101), 0.00101)]
+    assert names[0] != names[1]
+    assert len(set(names)) == 4  # a tensor, an array and a float are different arguments
+    long = [est._samples_name({"num_samples": 10, "tempering": torch.linspace(0.1, 0.9, 2000) + shift})
+            for shift in (0.0, 1e-3)]
+    assert long[0] != long[1]  # elided with "..." in print
+    assert est._samples_name({"num_samples": 10, "tempering": [0.5, 0.9]}) == \
+        est._samples_name({"num_samples": 10, "tempering": [0.5, 0.9]})
 
 
 def test_warm_started_samples_are_found_again_in_the_store(known_score_estimator, tmp_path, monkeypatch):

@@ -1175,8 +1175,21 @@ class ScoreLangevin:
         arguments["chain_starts"] = "redrawn-in-box"
         # the box the chains are reflected in: another support_fn (or none) draws other samples
         arguments["chain_box"] = [[float(f"{v:.6g}") for v in side.tolist()] for side in self.chain_box()]
-        text = repr(sorted((k, repr(v)) for k, v in arguments.items()))
+        text = repr(sorted((k, repr(_exact_value(v))) for k, v in arguments.items()))
         return f"samples_{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+def _exact_value(value: Any) -> Any:
+    """``value`` with tensors and arrays as nested lists of Python numbers, whose repr is exact:
+    torch prints ``tensor(0.0010)`` for 0.00101 and 0.00104, and elides large tensors with
+    ``...``, so a repr-based name would give one call's samples back to another."""
+    if isinstance(value, Tensor):
+        return ("tensor", value.detach().cpu().tolist())
+    if isinstance(value, np.ndarray):
+        return ("array", value.tolist())
+    if isinstance(value, (list, tuple)):
+        return type(value)(_exact_value(v) for v in value)
+    return value
 
 
 #: the arguments of ScoreLangevin.sample that name its samples in a run store
