@@ -426,7 +426,8 @@ def score_diagnosis(model, sl: ScoreLangevin, ref: Posterior, x_obs, num: int = 
     cov = torch.cov(u.T)
     out = {"true_norm2": float((true ** 2).sum(1).mean())}
     with torch.no_grad():
-        raw = sl.score_net_.sum_over_observations(u.float(), x_obs.float()).double()
+        view = sl._observations(torch.as_tensor(x_obs)).float()  # with any data_features appended
+        raw = sl.score_net_.sum_over_observations(u.float(), view).double()
         variants = {"debiased": sl.likelihood_score(u), "raw": raw}
     for key, est in variants.items():
         e = est - true

@@ -1,7 +1,8 @@
-"""Fast checks of the monotone benchmark's bookkeeping (no fitting)."""
+"""Fast checks of the monotone benchmark's bookkeeping (no fitting but one tiny fit)."""
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -117,3 +118,26 @@ def test_only_reps_saves_those_repetitions_alone(bench, fake_table_run, capsys):
     assert [(r["method"], r["rep"]) for r in records] == [("npe", 1)]
     with pytest.raises(SystemExit, match="--only-reps runs the table's repetitions alone"):
         bench.main(["--methods", "npe", "--only-reps", "1", "--parts", "table,fig1", "--quiet"])
+
+
+@pytest.mark.parametrize("features", [False, True])
+def test_score_diagnosis_gives_the_net_its_own_view_of_the_data(bench, features):
+    """The raw score net is evaluated on the observed data as it was trained: with the design row
+    appended when the row uses ``data_features`` (the design row's record once failed there,
+    after 45 min of sampling, on a [n, 2] input to a net built for [n, 12])."""
+    from scorebayes.models import get_model
+    from scorebayes.posterior import Posterior
+
+    model = get_model("monotone")
+    g = torch.Generator().manual_seed(0)
+    x_obs = model.observed(g)
+    cfg = {"localization": {}, "single": {"N": 200, "N_R": 4, "m_R": 20, "epochs": 1, "penalty_epochs": 0,
+                                          "batch": 50, "mean_epochs": 1, "mean_penalty_epochs": 0}}
+    sl = bench.score_model(model, cfg, localize=False, seed=0,
+                           data_features=model.design_features if features else None)
+    sl.fit(x_obs)
+    ref = Posterior(model.reference_posterior(x_obs, 40, g).draws, model.parameter_names)
+    out = bench.score_diagnosis(model, sl, ref, x_obs, num=20)
+    for key in ("debiased", "raw"):
+        assert all(np.isfinite(v) for v in out[key].values()), out
+    assert out["raw"]["err_norm2"] != out["debiased"]["err_norm2"]  # the mean net is subtracted
