@@ -28,7 +28,7 @@ from monotone_score_snapshots import SEEDS  # noqa: E402
 from scorebayes.models import get_model  # noqa: E402
 from scorebayes.parallel import make_generator  # noqa: E402
 
-PAPER_DRAWS = {"num_samples": 10_000, "chains": 1000, "max_steps": 2000}
+PAPER_DRAWS = mb.PAPER_SCALE_FINAL["single-model-paper-scale-design"]  # the benchmark stage it piloted
 
 
 def main(rep: int, method: str) -> None:
