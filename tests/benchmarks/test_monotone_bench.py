@@ -1,4 +1,4 @@
-"""Fast checks of the monotone benchmark's bookkeeping (no fitting but one tiny fit)."""
+"""Fast checks of the monotone benchmark's bookkeeping (and one tiny fit, for score_diagnosis)."""
 
 import json
 
