@@ -26,7 +26,10 @@ Stable API (other benchmarks import it; keep these signatures):
     ``configs[method]`` (its settings, JSON-able) stores their fingerprint in ``config`` and
     reuses only records with the same fingerprint, so a changed setting re-runs instead of
     silently reusing old records. A record holds ``method``,
-    ``rep``, ``seed``, ``seconds``, ``cost``, ``cost_localization``, per reported parameter
+    ``rep``, ``seed``, ``seconds`` (this process's plus, for a repetition resumed from run
+    stores :func:`method_store` opened, the earlier processes' time their ledgers logged; both
+    parts also as ``seconds_this_process`` and ``seconds_earlier_processes``), ``cost``,
+    ``cost_localization``, per reported parameter
     ``mean``, ``low``, ``high``, ``bias``, ``width``, ``covers`` (lists over parameters), and
     whatever ``record_fn(method, posterior, x_obs, rep) -> dict`` adds (e.g. monotone KS/W1).
     ``plan=True`` prints ``format_plan(name, repetition_plan(...))`` (each method's recorded and
@@ -87,6 +90,16 @@ STORES = Path(__file__).resolve().parent.parent / "runs" / "bench"  # git-ignore
 CARRIED = Path(__file__).resolve().parent / "carried"  # committed run stores, without tables
 
 
+#: every store method_store opened in this process, in order: run_repetitions adds the compute
+#: time earlier processes logged in the stores a repetition opened (scorebayes.store's ledger)
+OPENED_STORES: list = []
+
+
+def earlier_seconds(stores) -> float:
+    """The seconds earlier processes logged in ``stores`` (each directory counted once)."""
+    return sum({str(s.path.resolve()): s.earlier_seconds for s in stores}.values())
+
+
 def method_store(name: str, method: str, seed: int, config: dict):
     """A :class:`~scorebayes.store.RunStore` for one long method run (``runs/bench/NAME-METHOD-SEED``).
 
@@ -103,13 +116,15 @@ def method_store(name: str, method: str, seed: int, config: dict):
     if not (path / "manifest.json").is_file() and (carried / "manifest.json").is_file():
         shutil.copytree(carried, path, dirs_exist_ok=True)
     try:
-        return RunStore(path, config=config, seed=seed)
+        store = RunStore(path, config=config, seed=seed)
     except StoreError as err:  # the store's own advice (--fresh) means another thing for bench
         raise StoreError(
             f"{path} holds {method}'s run under other settings (its settings changed since): "
             f"delete that folder{' and its carried copy ' + str(carried) if carried.exists() else ''}"
             f" to start this repetition over ('bench --fresh' does not reset run stores; it "
             f"drops the recorded results). ({err})") from None
+    OPENED_STORES.append(store)
+    return store
 
 
 def carry_stores(name: str) -> list[Path]:
@@ -324,9 +339,12 @@ def run_repetitions(name: str, model: Any, methods: dict[str, Callable[[Tensor, 
                 reused.append(f"{method} {r}")
                 continue
             rep_seed = derive_seed(seed, (seed_as or {}).get(method, method), r)
-            start = time.perf_counter()
+            start, opened = time.perf_counter(), len(OPENED_STORES)
             out = fn(x_obs, rep_seed)
-            seconds = time.perf_counter() - start
+            seconds_here = time.perf_counter() - start
+            # a repetition resumed from a run store also cost its earlier processes' time
+            seconds_before = earlier_seconds(OPENED_STORES[opened:])
+            seconds = seconds_here + seconds_before
             if isinstance(out, MethodResult):
                 post, cost, loc, extra = out.posterior, out.cost, out.cost_localization, dict(out.extra)
                 if cost is None:
@@ -335,7 +353,8 @@ def run_repetitions(name: str, model: Any, methods: dict[str, Callable[[Tensor, 
                 post, extra = out, {}
                 cost, loc = costs(post)
             rec = {"method": method, "rep": r, "seed": rep_seed, "base_seed": seed,
-                   "seconds": seconds, "cost": cost, "cost_localization": loc}
+                   "seconds": seconds, "seconds_this_process": seconds_here,
+                   "seconds_earlier_processes": seconds_before, "cost": cost, "cost_localization": loc}
             if method in fingerprints:
                 rec["config"] = fingerprints[method]
             rec.update(repetition_record(model, post, truth))
@@ -404,8 +423,9 @@ def format_plan(name: str, rows: Sequence[dict]) -> str:
     unknown = [row["method"] for row in rows if row["seconds"] is None]
     lines.append(f"  total: about {sum(known) / 60:.0f} min on one process"
                  + (f", plus {', '.join(unknown)} (untimed)" if unknown else "")
-                 + "; times are the recorded repetitions' seconds, and a record resumed from a run "
-                   "store counts only its last run")
+                 + "; times are the recorded repetitions' seconds, a record resumed from a run store "
+                   "counting its earlier processes' time as logged in the store (stores written before "
+                   "the ledger existed log none)")
     return "\n".join(lines)
 
 

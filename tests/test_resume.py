@@ -192,6 +192,11 @@ def test_status_of_a_finished_and_a_partly_drawn_run(tmp_path, reference, capsys
     out = capsys.readouterr().out
     assert "table S: 1,200 of 1,200 rows (24 blocks)" in out
     assert "training train/phase000: finished, 12 of 12 epochs" in out
+    # the compute time of the process that wrote it (scorebayes.store's ledger); the ledger,
+    # rewritten on every write, is never itself the "last write"
+    assert len(status.compute_seconds) == 1 and 0 < sum(status.compute_seconds.values()) < 600
+    assert "compute time " in out and "over 1 process (" in out
+    assert "ledger" not in status.last_write[1]
     # a table whose last blocks are not drawn yet
     partial = tmp_path / "partial"
     shutil.copytree(reference, partial)

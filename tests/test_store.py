@@ -67,3 +67,56 @@ def test_atomic_write_leaves_old_file_when_writer_fails(tmp_path):
         atomic_write(path, broken)
     assert path.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["f.bin"]  # no temporary left behind
+
+
+class _Clock:
+    """Stands in for the store module's ``time``: a perf_counter the test moves by hand."""
+
+    def __init__(self):
+        self.now = 100.0
+
+    def perf_counter(self):
+        return self.now
+
+    @staticmethod
+    def strftime(fmt):
+        return "2026-01-01T00:00:00"
+
+
+def test_ledger_sums_earlier_processes_up_to_their_last_write(tmp_path, monkeypatch):
+    import scorebayes.store as store_module
+    from scorebayes.store import ledger
+
+    clock = _Clock()
+    monkeypatch.setattr(store_module, "time", clock)
+
+    def new_process(name):
+        monkeypatch.setattr(store_module, "_THIS_RUN", name)
+        monkeypatch.setattr(store_module, "_OPENED", {})
+
+    new_process("first")
+    first = RunStore(tmp_path, config={}, seed=0)
+    assert first.earlier_seconds == 0 and ledger(tmp_path) == {}  # nothing written yet
+    clock.now += 30
+    first.save_array("x", np.zeros(2))
+    clock.now += 1000  # work after the last save produced nothing kept: not counted
+    new_process("second")
+    second = RunStore(tmp_path, config={}, seed=0)
+    assert second.earlier_seconds == 30
+    also = RunStore(tmp_path, config={}, seed=0)  # the same process again: one start, one entry
+    clock.now += 12
+    second.save_checkpoint("c", {"k": 1})
+    late = RunStore(tmp_path, config={}, seed=0)  # opened after this process wrote: own time not earlier
+    assert late.earlier_seconds == 30 and late.elapsed_seconds == 42.0
+    clock.now += 3
+    also.mark_done("stage")
+    assert ledger(tmp_path) == {"first": 30.0, "second": 15.0}
+    assert also.elapsed_seconds == 45.0 and second.earlier_seconds == 30  # own entry not earlier
+    clock.now += 5
+    second.save_json("meta", {})
+    assert ledger(tmp_path)["second"] == 20.0  # rewritten, not appended
+    new_process("third")
+    assert RunStore(tmp_path, config={}, seed=0).earlier_seconds == 50.0
+    (tmp_path / "json" / "ledger" / "broken.json").write_text("{")  # skipped, not fatal
+    assert RunStore(tmp_path, config={}, seed=0).earlier_seconds == 50.0
+    assert RunStore(tmp_path, config={}, seed=0, fresh=True).earlier_seconds == 0

@@ -13,6 +13,11 @@ The draws are stored in the run store like any sampling. Prints KS/W1 of the re-
 Usage, from the repository root:
 ``.venv/bin/python benchmarks/pilots/monotone_paper_sample_size.py REP [METHOD]``
 (METHOD default single-model-paper-scale-design; about 30-40 min on one core, 3.6 GB to load).
+Every stage resumes from the row's run store, so on a repetition not yet run (REP 2) this runs the
+whole row (localization, tables, 4-5 h of training, refit, re-sample, then the 10,000 draws) and
+may be stopped and restarted at any point (the store keeps its checkpoints; carry it with
+``scorebayes bench monotone --carry``); ``scorebayes bench monotone --only-reps REP`` then records
+it from the store, once the row's repetition cap (PAPER_SCALE) includes REP.
 """
 import sys
 import time
@@ -23,7 +28,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import monotone as mb  # noqa: E402
-from monotone_score_snapshots import SEEDS  # noqa: E402
+from _sbi_common import derive_seed  # noqa: E402
 
 from scorebayes.models import get_model  # noqa: E402
 from scorebayes.parallel import make_generator  # noqa: E402
@@ -37,7 +42,7 @@ def main(rep: int, method: str) -> None:
     x = model.observed(make_generator(0, "observed", rep))
     ref = mb.References(model, mb.SMALL["gibbs"], 0)(rep, x)
     big = model.reference_posterior(x, 100_000, make_generator(7, "gibbs-big", rep))
-    seed = SEEDS[rep]
+    seed = derive_seed(0, "single-model-paper-scale", rep)  # the bench's (both rows share it: seed_as)
     paper = {**mb.FULL, "sampling": mb.PAPER_SCALE_SAMPLING}
     features = mb.PAPER_SCALE_FEATURES[method]
     store = mb.paper_scale_store(method, seed)

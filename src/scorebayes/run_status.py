@@ -10,6 +10,7 @@ whose progress bars are off because its output is not a terminal::
       training train/phase000: finished, 100 of 100 epochs, best validation -293.46
       training train/phase001: epoch 13 of 50, best validation -292.67, last -292.61
       last write 2 min ago (checkpoints/train/phase001.pt)
+      compute time 3.2 h over 3 processes (to each one's last write)
 
 Everything is read from the files the run writes atomically (``manifest.json``, the stage
 markers, the table blocks' counts, the checkpoints), so a status taken mid-run is consistent
@@ -26,7 +27,7 @@ from typing import Any
 
 import torch
 
-from .store import StoreError
+from .store import LEDGER, StoreError, ledger
 
 __all__ = ["RunStatus", "TableStatus", "TrainingStatus", "read_status", "format_status"]
 
@@ -64,6 +65,7 @@ class RunStatus:
     training: list[TrainingStatus] = field(default_factory=list)
     other_checkpoints: list[str] = field(default_factory=list)
     last_write: tuple[float, str] | None = None  # (mtime, path relative to the run directory)
+    compute_seconds: dict[str, float] = field(default_factory=dict)  # the store's ledger
 
 
 def read_status(path: str | Path) -> RunStatus:
@@ -101,10 +103,12 @@ def read_status(path: str | Path) -> RunStatus:
                 last=float(last) if last is not None else None))
         else:
             status.other_checkpoints.append(name)
+    ledger_folder = path / "json" / LEDGER  # rewritten on every write: not itself news
     newest = max(((f.stat().st_mtime, f) for f in path.rglob("*") if f.is_file()
-                  and not f.name.startswith(".")), default=None)
+                  and not f.name.startswith(".") and f.parent != ledger_folder), default=None)
     if newest is not None:
         status.last_write = (newest[0], str(newest[1].relative_to(path)))
+    status.compute_seconds = ledger(path)
     return status
 
 
@@ -166,4 +170,13 @@ def format_status(status: RunStatus, *, now: float | None = None) -> str:
     if status.last_write is not None:
         mtime, name = status.last_write
         lines.append(f"  last write {_ago(max(0.0, now - mtime))} ({name})")
+    if status.compute_seconds:
+        total, runs = sum(status.compute_seconds.values()), len(status.compute_seconds)
+        lines.append(f"  compute time {_duration(total)} over {runs} process{'es' * (runs > 1)} "
+                     "(to each one's last write)")
     return "\n".join(lines)
+
+
+def _duration(seconds: float) -> str:
+    return (f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min" if seconds < 90 * 60
+            else f"{seconds / 3600:.1f} h")

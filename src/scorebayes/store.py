@@ -7,6 +7,7 @@ Layout of a run directory ``DIR``::
     DIR/json/<name>.json       metadata (stage results, table block counts)
     DIR/checkpoints/<name>.pt  torch state dicts, read back with ``weights_only=True``
     DIR/stages/<name>.done     completion markers (written last)
+    DIR/json/ledger/<run>.json compute time: one file per process that wrote to the store
 
 Every file is written to a temporary file in the same folder and moved into place with
 :func:`os.replace`, so a run killed at any instant (``kill -9`` included) leaves each file
@@ -15,6 +16,12 @@ is refused unless ``fresh=True`` (which deletes the store's folders and starts o
 
 The fingerprint is :math:`H(\mathrm{json}(\text{config}), \text{seed}, \text{version})`
 with :math:`H` = SHA-256 and keys sorted, so reordering a TOML file does not change it.
+
+The ledger: a run resumed over several processes (a session limit, a crash) has cost the sum of
+their times, not the last one's. Every write through a :class:`RunStore` also rewrites this
+process's ledger file with the seconds from when the process first opened the directory to that
+write, so :attr:`RunStore.earlier_seconds` sums the earlier processes' work up to the last thing
+each of them saved (work after a process's last save produced nothing kept and is not counted).
 """
 
 from __future__ import annotations
@@ -24,15 +31,21 @@ import json
 import os
 import shutil
 import tempfile
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["RunStore", "StoreError", "config_fingerprint", "atomic_write", "copy_without_tables"]
+__all__ = ["RunStore", "StoreError", "config_fingerprint", "atomic_write", "copy_without_tables", "ledger"]
 
 _FOLDERS = ("arrays", "json", "checkpoints", "stages", "tables")
+LEDGER = "ledger"  # json/ledger/<run>.json: seconds per process (module docstring)
+#: this process's name in the ledgers, and when it first opened each run directory
+_THIS_RUN = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+_OPENED: dict[str, float] = {}
 
 
 class StoreError(ValueError):
@@ -83,6 +96,8 @@ class RunStore:
 
     Attributes:
         resumed_stages: names of stages found complete on disk (filled by :meth:`is_done`).
+        earlier_seconds: compute seconds the earlier processes logged in the ledger (module
+            docstring), read when the store is opened; 0 for a new run.
         stream_tables: reference tables drawn into this store are memory-mapped from disk
             instead of loaded (``simulate_table(in_memory=None)``; ``[options]
             stream_tables``). Default ``False``.
@@ -115,6 +130,22 @@ class RunStore:
 
             self.save_json_file(manifest, {"fingerprint": self.fingerprint, "seed": int(seed),
                                            "version": __version__, "config": config})
+        # all stores of one process on one directory share its start: its time is counted once
+        self._opened = _OPENED.setdefault(str(self.path.resolve()), time.perf_counter())
+        self.earlier_seconds = sum(seconds for run, seconds in ledger(self.path).items()
+                                   if run != _THIS_RUN)
+
+    def _log_time(self) -> None:
+        """Rewrite this process's ledger file: seconds since it first opened the directory."""
+        self.save_json_file(self.file("json", f"{LEDGER}/{_THIS_RUN}", ".json"),
+                            {"seconds": time.perf_counter() - self._opened,
+                             "written": time.strftime("%Y-%m-%dT%H:%M:%S")})
+
+    @property
+    def elapsed_seconds(self) -> float:
+        """Compute seconds of this run over all its processes: the earlier ones' (ledger) and
+        this process's so far."""
+        return self.earlier_seconds + time.perf_counter() - self._opened
 
     # ---------------------------------------------------------------- paths
     def file(self, folder: str, name: str, suffix: str) -> Path:
@@ -127,8 +158,10 @@ class RunStore:
         if isinstance(array, torch.Tensor):
             array = array.detach().cpu().numpy()
         array = np.ascontiguousarray(array)
-        return atomic_write(self.file("arrays", name, ".npy"),
+        path = atomic_write(self.file("arrays", name, ".npy"),
                             lambda fh: np.save(fh, array, allow_pickle=False))
+        self._log_time()
+        return path
 
     def has_array(self, name: str) -> bool:
         return self.file("arrays", name, ".npy").is_file()
@@ -146,7 +179,9 @@ class RunStore:
 
     def save_json(self, name: str, obj: Any) -> Path:
         """Save JSON metadata as ``json/<name>.json``, atomically."""
-        return self.save_json_file(self.file("json", name, ".json"), obj)
+        path = self.save_json_file(self.file("json", name, ".json"), obj)
+        self._log_time()
+        return path
 
     def load_json(self, name: str, default: Any = None) -> Any:
         path = self.file("json", name, ".json")
@@ -155,7 +190,9 @@ class RunStore:
     # ---------------------------------------------------------- checkpoints
     def save_checkpoint(self, name: str, state: dict[str, Any]) -> Path:
         """``torch.save`` a dict of tensors / state dicts / numbers as ``checkpoints/<name>.pt``."""
-        return atomic_write(self.file("checkpoints", name, ".pt"), lambda fh: torch.save(state, fh))
+        path = atomic_write(self.file("checkpoints", name, ".pt"), lambda fh: torch.save(state, fh))
+        self._log_time()
+        return path
 
     def has_checkpoint(self, name: str) -> bool:
         return self.file("checkpoints", name, ".pt").is_file()
@@ -172,6 +209,7 @@ class RunStore:
         """Record that ``stage`` completed (with JSON ``info``); written after its outputs."""
         self.save_json_file(self.file("stages", stage, ".done"), {"info": info})
         self._done_here.add(stage)
+        self._log_time()
 
     def is_done(self, stage: str) -> bool:
         """Whether ``stage`` completed in this or an earlier run (earlier ones are recorded
@@ -187,6 +225,18 @@ class RunStore:
 
     def __repr__(self) -> str:
         return f"RunStore({str(self.path)!r})"
+
+
+def ledger(path: str | Path) -> dict[str, float]:
+    """The run directory's ledger: ``{process name: seconds}``, one entry per process that wrote
+    to it (module docstring); empty for directories written before the ledger existed."""
+    out = {}
+    for file in sorted((Path(path) / "json" / LEDGER).glob("*.json")):
+        try:
+            out[file.stem] = float(json.loads(file.read_text())["seconds"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # unreadable entries are skipped, not fatal: the ledger is informative
+    return out
 
 
 def copy_without_tables(src: str | Path, dest: str | Path) -> Path:

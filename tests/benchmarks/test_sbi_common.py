@@ -152,7 +152,7 @@ def test_only_reps_split_runs_equal_one_run(common, tmp_path):
     assert calls["m"] == 4 and [r["rep"] for r in merged] == [0, 1, 2, 3]  # all reused
     (tmp_path / "split_partial.jsonl").unlink()
     whole = run()
-    timeless = lambda recs: [{k: v for k, v in r.items() if k != "seconds"} for r in recs]  # noqa: E731
+    timeless = lambda recs: [{k: v for k, v in r.items() if not k.startswith("seconds")} for r in recs]  # noqa: E731
     assert timeless(whole) == timeless(merged)
 
 
@@ -256,6 +256,8 @@ def test_carry_copies_stores_without_tables_and_a_new_machine_starts_from_them(
     assert again.load_checkpoint("train/phase000") == {"epoch": 3} and again.is_done("localization")
     assert again.load_json("table_S/recipe") == {"num": 4}
     assert again.load_json("table_S/000000") is None
+    from scorebayes.store import ledger  # the compute time logged so far travels with the copy
+    assert list(ledger(carried)) == list(ledger(store.path)) and len(ledger(carried)) == 1
     with pytest.raises(SystemExit):  # offered only where a benchmark asks for it
         common.parse_args("t", 3, ["m"], ["--carry"])
 
@@ -280,3 +282,28 @@ def test_pruned_abc_equals_full_abc(common):
     theta, dist = torch.cat(thetas), torch.cat(dists)
     best = theta[torch.sort(torch.argsort(dist)[:20]).values]
     assert torch.equal(post.draws.reshape(-1, 2), best)
+
+
+def test_resumed_repetition_counts_its_stores_earlier_processes(common, tmp_path, monkeypatch):
+    """A repetition resumed from a run store records this process's seconds plus the time the
+    store's ledger logged for earlier processes (a training spread over sessions costs them all)."""
+    import scorebayes.store as store_module
+
+    monkeypatch.setattr(common, "STORES", tmp_path / "runs" / "bench")
+    monkeypatch.setattr(common, "CARRIED", tmp_path / "carried")
+    earlier = tmp_path / "runs" / "bench" / "t-m-11"
+    common.method_store("t", "m", 11, {"N": 1}).save_json("meta", {})  # so the manifest exists
+    for run, seconds in (("killed-once", 1000.0), ("killed-twice", 234.5)):
+        store_module.RunStore.save_json_file(earlier / "json" / "ledger" / f"{run}.json", {"seconds": seconds})
+
+    def method(x, s):
+        store = common.method_store("t", "m", 11, {"N": 1})
+        common.method_store("t", "m", 11, {"N": 1})  # opened twice: counted once
+        store.save_json("meta", {"done": True})
+        return _exact_method(x, s)
+
+    (rec,) = common.run_repetitions("ledger", _Fake(), {"m": method}, reps=1, seed=3, progress=False)
+    assert store_module._THIS_RUN in store_module.ledger(earlier)  # this process's own: not earlier
+    assert rec["seconds_earlier_processes"] == pytest.approx(1234.5)
+    assert rec["seconds"] == pytest.approx(rec["seconds_this_process"] + rec["seconds_earlier_processes"])
+    assert rec["seconds_this_process"] < 60
