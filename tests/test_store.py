@@ -119,4 +119,6 @@ def test_ledger_sums_earlier_processes_up_to_their_last_write(tmp_path, monkeypa
     assert RunStore(tmp_path, config={}, seed=0).earlier_seconds == 50.0
     (tmp_path / "json" / "ledger" / "broken.json").write_text("{")  # skipped, not fatal
     assert RunStore(tmp_path, config={}, seed=0).earlier_seconds == 50.0
-    assert RunStore(tmp_path, config={}, seed=0, fresh=True).earlier_seconds == 0
+    clock.now += 7
+    fresh = RunStore(tmp_path, config={}, seed=0, fresh=True)  # started over: so is its time
+    assert fresh.earlier_seconds == 0 and fresh.elapsed_seconds == 0

@@ -131,6 +131,8 @@ class RunStore:
             self.save_json_file(manifest, {"fingerprint": self.fingerprint, "seed": int(seed),
                                            "version": __version__, "config": config})
         # all stores of one process on one directory share its start: its time is counted once
+        if fresh:  # a run started over: its time starts now
+            _OPENED.pop(str(self.path.resolve()), None)
         self._opened = _OPENED.setdefault(str(self.path.resolve()), time.perf_counter())
         self.earlier_seconds = sum(seconds for run, seconds in ledger(self.path).items()
                                    if run != _THIS_RUN)
