@@ -119,6 +119,12 @@ def test_kill_during_training_then_resume_is_bit_identical(tmp_path, reference):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["resumed_simulations"] == pytest.approx(summary["simulations"])
     assert (out / "samples.csv").read_bytes() == (reference / "samples.csv").read_bytes()
+    # the killed process's time, to its last checkpoint, is in the summary (not this one's)
+    import scorebayes.store as store_module
+
+    killed_seconds = [v for k, v in store_module.ledger(out).items() if k != store_module._THIS_RUN]
+    assert len(killed_seconds) == 1 and killed_seconds[0] > 0
+    assert summary["seconds_earlier_processes"] == pytest.approx(killed_seconds[0], abs=1e-3)
     # a complete run re-run: every stage comes from disk, same bytes
     assert main(["run", str(cfg), "--out", str(out), "--quiet"]) == 0
     summary = json.loads((out / "summary.json").read_text())

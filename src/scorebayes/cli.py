@@ -74,6 +74,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     extra.setdefault("failed_simulations", 0)
     extra.setdefault("nonfinite_simulations", 0)
     extra["resumed_stages"] = list(store.resumed_stages)
+    # a resumed run's earlier processes, to their last save (scorebayes.store's ledger)
+    extra["seconds_earlier_processes"] = round(store.earlier_seconds, 3)
     summary = write_outputs(result, out_dir, method=method, seed=seed,
                             seconds=time.perf_counter() - start)
     if not args.quiet:
