@@ -50,13 +50,20 @@ VIEWS_SPREAD = "n-model-views-spread"
 # the same summaries for the facility and floor rates only: they inform how transmission splits
 # between the facility and the floors, not the room rate (whose width grew with them, session 32)
 VIEWS_SPREAD_FLOORS = "n-model-views-spread-floors"
+# VIEWS_SPREAD with one network shared by the floor rates (exchangeable floors: permuting their
+# rates permutes their columns of S; Epidemic.exchangeable_rates, ScoreLangevin(tied_views=)):
+# every table row teaches it once per floor
+VIEWS_SPREAD_TIED = "n-model-views-spread-tied"
 # BSL at the paper's chains and simulations per iteration (FULL["bsl"]) on the first repetitions:
 # at the small scale (4 x 300 steps, 50 simulations for a 24-number summary) BSL is too narrow
 BSL_PAPER = "bsl-paper-scale"
+# the tied variant on VIEWS_SPREAD's repetition seeds (its localization and table): the two rows
+# differ by the shared floor network
+SEED_AS = {VIEWS_SPREAD_TIED: VIEWS_SPREAD}
 VARIANT_SCALES = {PAPER_TRAINING: "paper_training", VIEWS: "views", VIEWS_WIDE: "views_wide",
                   VIEWS_SPREAD: "views_spread", VIEWS_SPREAD_FLOORS: "views_spread_floors",
-                  BSL_PAPER: "bsl_paper"}  # variant -> its key in SMALL
-N_MODEL_VARIANTS = (PAPER_TRAINING, VIEWS, VIEWS_WIDE, VIEWS_SPREAD, VIEWS_SPREAD_FLOORS)
+                  VIEWS_SPREAD_TIED: "views_spread_tied", BSL_PAPER: "bsl_paper"}  # variant -> its key in SMALL
+N_MODEL_VARIANTS = (PAPER_TRAINING, VIEWS, VIEWS_WIDE, VIEWS_SPREAD, VIEWS_SPREAD_FLOORS, VIEWS_SPREAD_TIED)
 
 
 def _paper_rows(rows: dict[str, tuple], cost: dict) -> dict:
@@ -136,7 +143,8 @@ def n_estimator(model, s: dict, localization: dict, seed: int, *, localize: bool
     matching (``mode="full"``) on a table of ``s["N"]`` data sets from the localized proposal,
     with ``s["views"]`` (True: each rate's two columns of S; or the names of the rates that see
     all of S) and ``s["spread"]`` (True: every view; or the names of the rates whose views also
-    see the floor-spread summaries, appended to vec(S))."""
+    see the floor-spread summaries, appended to vec(S)); ``s["tied"]``: the floor rates share one
+    network (Epidemic.exchangeable_rates)."""
     views = s.get("views")
     spread = s.get("spread") or False
     views = (model.score_views(spread=spread) if views is True
@@ -145,6 +153,7 @@ def n_estimator(model, s: dict, localization: dict, seed: int, *, localize: bool
         model.prior, model.simulator, mode="full", localize=localize, localization=localization,
         num_simulations=s["N"], hidden=s.get("hidden", (512, 256, 128)), activation="elu",
         score_views=views, data_features=model.floor_spread if spread else None,
+        tied_views=model.exchangeable_rates() if s.get("tied") else (),
         schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=0, batch_size=s["batch"],
                                   lr=s.get("lr", (1e-4, 1e-5)), validation_fraction=s["validation"]),
         curvature_penalties=(0.0,), parameter_names=model.parameter_names, seed=seed, progress=False)
@@ -218,6 +227,7 @@ def make_methods(model, scale: dict, chosen: list[str], *, localize: bool, seed:
              VIEWS_WIDE: lambda x_obs, s_: nmodel(x_obs, s_, "views_wide"),
              VIEWS_SPREAD: lambda x_obs, s_: nmodel(x_obs, s_, "views_spread"),
              VIEWS_SPREAD_FLOORS: lambda x_obs, s_: nmodel(x_obs, s_, "views_spread_floors"),
+             VIEWS_SPREAD_TIED: lambda x_obs, s_: nmodel(x_obs, s_, "views_spread_tied"),
              BSL_PAPER: lambda x_obs, s_: bsl_fn(x_obs, s_, "bsl_paper")}
     return {m: table[m] for m in chosen}
 
@@ -251,7 +261,7 @@ def _fingerprinted(small: dict, scale: dict, variants: list[str]) -> dict[str, d
     the paper-scale BSL's (fingerprinted since sessions 18 and 29; the other methods' records
     predate fingerprints)."""
     out = {}
-    for variant in (VIEWS, VIEWS_WIDE, VIEWS_SPREAD, VIEWS_SPREAD_FLOORS, BSL_PAPER):
+    for variant in (VIEWS, VIEWS_WIDE, VIEWS_SPREAD, VIEWS_SPREAD_FLOORS, VIEWS_SPREAD_TIED, BSL_PAPER):
         if variant in variants:
             settings = {k: v for k, v in small[VARIANT_SCALES[variant]].items() if k != "reps"}
             out[variant] = {**settings, "localization": scale.get("localization")}
@@ -424,6 +434,7 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
     records = common.run_repetitions(name, model, methods, reps=args.reps, seed=args.seed,
                                      fresh=args.fresh, progress=not args.quiet, max_reps=caps,
                                      configs=_fingerprinted(small, scale, variants),
+                                     seed_as=SEED_AS,
                                      only_reps=args.only_reps, plan=args.plan)
     if args.only_reps is not None:
         if not records:  # every chosen method is capped below these repetitions
@@ -473,6 +484,13 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
            "(ScoreLangevin(score_views=model.score_views(spread=names))): they tell facility-wide from floor "
            "transmission, not room transmission; " + _views_settings(small["views_spread_floors"], args.reps)]
           if VIEWS_SPREAD_FLOORS in variants and not args.full else []),
+        *([f"{VIEWS_SPREAD_TIED}: {VIEWS_SPREAD} with one network shared by the floor rates "
+           "(ScoreLangevin(tied_views=model.exchangeable_rates())): the floors are exchangeable (equal "
+           "sizes, roommates on one floor), so floor j's score is one function of its own rate, the other "
+           "floors' rates in cyclic order from j, the facility and room rates, the facility column and "
+           "floor j's column (and the spread summaries); each table row then trains it once per floor, "
+           "beyond the paper; " + _views_settings(small["views_spread_tied"], args.reps)]
+          if VIEWS_SPREAD_TIED in variants and not args.full else []),
         *([f"{BSL_PAPER}: BSL with the paper's chains and simulations per iteration ({bp['chains']} chains x "
            f"{bp['length']:,} iterations, {bp['burn_in']} burn-in, {bp['sims']} simulations: cost "
            + f"{bp['chains'] * bp['length'] * bp['sims']:.0e}".replace("e+0", "e") + "), the random walk's "

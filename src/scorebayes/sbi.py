@@ -67,7 +67,7 @@ from .scores.local_debias import (LocalLinearCorrection, ThetaLinearCorrection, 
                                   fit_local_correction)
 from .scores.coordinates import (ConstrainedMeanNet, ConstrainedScoreNet, check_elementwise,
                                  theta_and_jacobian)
-from .scores.networks import CoordinateViewScoreNet, CrossFitMean, MeanNet, ScoreNet, check_views
+from .scores.networks import CoordinateViewScoreNet, CrossFitMean, MeanNet, ScoreNet, check_tied, check_views
 from .scores.training import (TrainingSchedule, checkpointing, fit_mean_network, fit_score_network,
                                split_indices)
 from .antithetic import AntitheticProposal, CommonRandomPairs, antithetic_pairs
@@ -116,6 +116,11 @@ class ScoreLangevin:
             of them). ``None`` (default): one network sees everything. Beyond the paper; on the
             epidemic with 10 floors, ``model.score_views()`` narrows floor 1 from the prior's
             width to the paper's (``benchmarks/epidemic10.py``).
+        tied_views: with ``score_views``, groups of exchangeable parameters whose networks are one
+            network, each member evaluating it on theta in cyclic order from its own coordinate
+            and on its own view (``CoordinateViewScoreNet(tied=...)``: the likelihood must be
+            unchanged when a group's parameters and their views are permuted together), e.g.
+            :meth:`scorebayes.models.Epidemic.exchangeable_rates` (the floors). Default none.
         data_features: summaries appended to the network's view of every data set (simulated
             and observed): ``data_features(view [..., p_net]) -> [..., k]``, a deterministic
             function applied row by row; the networks then see ``p_net + k`` inputs and
@@ -196,6 +201,7 @@ class ScoreLangevin:
         hidden: Sequence[int] = (64, 64),
         activation: str = "elu",
         score_views: Sequence[Sequence[int]] | None = None,
+        tied_views: Sequence[Sequence[int]] = (),
         data_features: Callable[[Tensor], Tensor] | None = None,
         network_coordinates: str = "unconstrained",
         schedule: TrainingSchedule | None = None,
@@ -257,6 +263,9 @@ class ScoreLangevin:
                 raise ValueError("score_views needs mode 'n', 'full' or 'markov' (the single-model's "
                                  "debiasing network h(theta) has no data view)")
             self.score_views = check_views(score_views, self.space.dim)
+        if tied_views and self.score_views is None:
+            raise ValueError("tied_views ties per-parameter networks: it needs score_views")
+        self.tied_views = check_tied(tied_views, self.score_views) if tied_views else []
         if data_features is not None and not callable(data_features):
             raise TypeError(f"data_features must be a function of the network's view, got {data_features!r}")
         self.data_features = data_features
@@ -565,7 +574,8 @@ class ScoreLangevin:
         """One wide network, or one per parameter on its own view of the data (``score_views``)."""
         if self.score_views is None:
             return ScoreNet(d, p_net, self.hidden, self.activation)
-        return CoordinateViewScoreNet(d, p_net, self.score_views, self.hidden, self.activation)
+        return CoordinateViewScoreNet(d, p_net, self.score_views, self.hidden, self.activation,
+                                      tied=self.tied_views)
 
     def _new_score_net(self, p_net: int, *keys: Any) -> nn.Module:
         """A freshly initialised score network for a later round (seeded by the run seed and ``keys``)."""

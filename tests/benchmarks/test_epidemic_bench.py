@@ -141,3 +141,18 @@ def test_n_estimator_gives_each_variant_its_views_and_summaries(bench):
     assert spread.data_features == model.floor_spread
     assert spread.score_views == [list(v) for v in model.score_views(spread=True)]
     assert all(len(s) > len(v) for s, v in zip(spread.score_views, views.score_views))
+    assert spread.tied_views == [] and views.tied_views == []
+    tied = bench.n_estimator(model, {**base, "views": True, "spread": True, "tied": True}, loc, 0)
+    assert tied.tied_views == [list(range(1, 11))] and tied.score_views == spread.score_views
+
+
+def test_views_spread_tied_is_a_fingerprinted_n_model_variant_on_the_spread_rows_seeds(bench, load_benchmark):
+    """The shared-floor-network variant is compared with the paper's n-model row, its ``tied``
+    setting is in its fingerprint, and epidemic10 runs it on VIEWS_SPREAD's repetition seeds."""
+    paper = bench._paper_rows(bench.TABLE3, bench.COST7)
+    assert paper[bench.VIEWS_SPREAD_TIED] == paper["n-model"] and bench.VIEWS_SPREAD_TIED in bench.N_MODEL_VARIANTS
+    ten = load_benchmark("epidemic10.py", "epidemic10_bench")
+    assert ten.SMALL["views_spread_tied"] == {**ten.SMALL["views_spread"], "tied": True}
+    fingerprinted = bench._fingerprinted(ten.SMALL, ten.SMALL, [bench.VIEWS_SPREAD, bench.VIEWS_SPREAD_TIED])
+    assert fingerprinted[bench.VIEWS_SPREAD_TIED] == {**fingerprinted[bench.VIEWS_SPREAD], "tied": True}
+    assert bench.SEED_AS == {bench.VIEWS_SPREAD_TIED: bench.VIEWS_SPREAD}

@@ -9,6 +9,8 @@ and ``mean_schedule`` onto :class:`~scorebayes.scores.training.TrainingSchedule`
 takes a builtin model's per-parameter data views (``Epidemic.score_views``).
 ``data_features`` may name ``"file.py:function"`` or be ``"builtin"``: the builtin epidemic's
 floor-spread summaries (``Epidemic.floor_spread``), which ``score_views = "builtin"`` then includes.
+``tied_views = "builtin"`` (with ``score_views``) gives the builtin epidemic's floor rates one shared
+network (``Epidemic.exchangeable_rates``); a list of coordinate-index lists ties those groups.
 ``mh_correction = "quadrature"`` or ``"learned"`` replaces the unadjusted Langevin chains by
 MH-corrected MALA chains (:func:`scorebayes.samplers.sbi_mh.mh_correct`; of the sampling
 options only ``num_samples`` and ``chains`` apply then). ``mh_init = "ula"`` starts them from the
@@ -64,6 +66,9 @@ def split_options(options: dict[str, Any], base_dir: Path) -> tuple[dict[str, An
         elif key == "score_views" and isinstance(value, str) and value != "builtin":
             raise ConfigError('[options] score_views must be a list of index lists or "builtin", '
                               f"got {value!r}")
+        elif key == "tied_views" and isinstance(value, str) and value != "builtin":
+            raise ConfigError('[options] tied_views must be a list of coordinate-index lists or "builtin", '
+                              f"got {value!r}")
         elif key == "localization" and not isinstance(value, dict):
             raise ConfigError("[options] localization must be a table of localize() options")
         (init if key in init_keys else sample)[key] = value
@@ -105,6 +110,11 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
             raise ConfigError('[options] score_views = "builtin" needs a builtin model with data views '
                               "(builtin:epidemic5, builtin:epidemic10)")
         init["score_views"] = model.score_views(spread=spread)
+    if init.get("tied_views") == "builtin":
+        if model is None or not hasattr(model, "exchangeable_rates"):
+            raise ConfigError('[options] tied_views = "builtin" needs a builtin epidemic model '
+                              "(builtin:epidemic5, builtin:epidemic10)")
+        init["tied_views"] = model.exchangeable_rates()
     if model is not None:
         # Model.support -> support_fn; the weight function only where it is valid (n-model)
         sources = {"support_fn": "support", "weight_fn": "weight_fn"}

@@ -233,6 +233,15 @@ class Epidemic(Model):
         cov = ((inc - inc.mean(-1, keepdim=True)) * (prev - prev.mean(-1, keepdim=True))).mean(-1)
         return torch.stack([p.std(-1), p.amax(-1), p.amin(-1), cov], -1).reshape(*view.shape[:-1], 4 * T)
 
+    def exchangeable_rates(self) -> list[list[int]]:
+        r"""The floor rates :math:`\beta_1, \dots, \beta_J` as one group of exchangeable parameters,
+        for ``ScoreLangevin(tied_views=...)`` with :meth:`score_views`: floors have equal sizes,
+        floor :math:`F_i = i \bmod J` and roommates share a floor, so permuting the floors' rates
+        permutes the floors' columns of :math:`S` (and leaves the facility and room columns and
+        :meth:`floor_spread` unchanged). One network then serves every floor rate, on the
+        facility column and the floor's own column (beyond the paper)."""
+        return [list(range(1, self.floors + 1))]
+
     def score_views(self, see_all: Sequence[str] = (),
                     spread: bool | Sequence[str] = False) -> list[list[int]]:
         r"""Per-parameter data views for ``ScoreLangevin(mode="full", score_views=...)``.

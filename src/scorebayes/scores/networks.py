@@ -69,7 +69,9 @@ class _Standardiser(nn.Module):
         self.register_buffer("shift", torch.zeros(dim))
         self.register_buffer("scale", torch.ones(dim))
 
-    def fit(self, data: Tensor) -> None:
+    def fit(self, data: Tensor, pools: Sequence[Sequence[int]] = ()) -> None:
+        """``pools``: groups of columns given one shift and scale, from their values pooled (the
+        inputs of networks shared by several coordinates, :class:`CoordinateViewScoreNet`)."""
         data = data.reshape(-1, data.shape[-1])
         if len(data) < 2:  # nothing to estimate a spread from
             if len(data):
@@ -77,13 +79,24 @@ class _Standardiser(nn.Module):
             self.scale.fill_(1.0)
             return
         data = data[:: max(1, len(data) // self.max_rows)].double()
+        shift, scale = self._robust(data)
+        for pool in pools:
+            pool = list(pool)
+            pooled = data[:: max(1, len(pool)), pool].reshape(-1, 1)  # about as many rows as one column
+            shift[pool], scale[pool] = (v.to(shift) for v in self._robust(pooled))
+        self.shift.copy_(shift.to(self.shift))
+        self.scale.copy_(scale.to(self.scale).clamp_min(1e-6))
+
+    @staticmethod
+    def _robust(data: Tensor) -> tuple[Tensor, Tensor]:
+        """Per column of ``data [N, k]``: median and IQR / 1.349 (the SD where the IQR is 0, 1 for
+        a constant column)."""
         quartiles = torch.quantile(data, torch.tensor([0.25, 0.5, 0.75], dtype=data.dtype), dim=0)
         scale = (quartiles[2] - quartiles[0]) / 1.349
         sd = data.std(0)
         scale = torch.where(scale > 1e-6 * sd.clamp_min(1e-300), scale, sd)
         scale = torch.where(scale > 0, scale, torch.ones_like(scale))
-        self.shift.copy_(quartiles[1].to(self.shift))
-        self.scale.copy_(scale.to(self.scale).clamp_min(1e-6))
+        return quartiles[1], scale
 
     def forward(self, value: Tensor) -> Tensor:
         return (value - self.shift) / self.scale
@@ -209,37 +222,62 @@ class CoordinateViewScoreNet(nn.Module):
     length are evaluated together with batched weights ``[g, in, out]`` (one block per length), so
     views may differ in length (e.g. one coordinate sees every input, the others a few).
 
+    Tied coordinates share one network. For a group :math:`G = (g_0, \dots, g_{m-1})` of
+    exchangeable coordinates (the likelihood is unchanged when the coordinates of :math:`G` and
+    their views are permuted together, as the epidemic's floors are), the true score is
+    equivariant, :math:`s_{g_a}(\theta, x) = f(\theta_{g_a}, \theta_{g_{a+1}}, \dots,
+    \theta_{g_{a-1}}, \theta_{\text{rest}}, x_{V_{g_a}})`, with one :math:`f` for the whole group:
+    member :math:`a` sees the group's coordinates in cyclic order from its own, then the others.
+    Each training row then teaches :math:`f` :math:`m` times (the floors' nets of the epidemic
+    learn from ten times the rows). Position :math:`k` of every member's view must play the same
+    role (e.g. the facility column, then the member's own column); the standardisation pools each
+    group's coordinates, and each position's columns over the members, so that :math:`f` sees
+    every member on one scale.
+
     Arguments:
         theta_dim: :math:`d`.
         x_dim: :math:`p`, the length of the network's view of the data (e.g. ``vec(S)``).
         views: ``d`` non-empty index lists into ``x``'s last axis
             (e.g. :meth:`scorebayes.models.Epidemic.score_views`).
         hidden: hidden widths of each :math:`f_j`; activation as for :class:`ScoreNet`.
+        tied: disjoint groups of at least two coordinates that share one network (their views of
+            one length), e.g. :meth:`scorebayes.models.Epidemic.exchangeable_rates`; default none.
 
     ``forward(theta [*, d], x [*, p]) -> [*, d]`` (leading shapes broadcast); inputs are
     standardised as in :class:`ScoreNet`.
     """
 
     def __init__(self, theta_dim: int, x_dim: int, views: Sequence[Sequence[int]],
-                 hidden: Sequence[int] = (128, 64), activation: str | type[nn.Module] = "elu"):
+                 hidden: Sequence[int] = (128, 64), activation: str | type[nn.Module] = "elu",
+                 tied: Sequence[Sequence[int]] = ()):
         super().__init__()
         views = check_views(views, theta_dim, x_dim)
+        self.tied = check_tied(tied, views)
         self.theta_dim, self.x_dim = theta_dim, x_dim
         self.theta_norm = _Standardiser(theta_dim)
         self.x_norm = _Standardiser(x_dim)
         self.act = _activation(activation)()
-        lengths = sorted({len(v) for v in views})
-        self.blocks = nn.ModuleList(
-            _ViewBlock(theta_dim, [j for j, v in enumerate(views) if len(v) == n],
-                       [v for v in views if len(v) == n], hidden) for n in lengths)
+        in_groups = {j for group in self.tied for j in group}
+        blocks = [_ViewBlock(theta_dim, group, [views[j] for j in group], hidden,
+                             orders=_cyclic_orders(group, theta_dim)) for group in self.tied]
+        free = [j for j in range(theta_dim) if j not in in_groups]
+        for n in sorted({len(views[j]) for j in free}):
+            coords = [j for j in free if len(views[j]) == n]
+            blocks.append(_ViewBlock(theta_dim, coords, [views[j] for j in coords], hidden))
+        self.blocks = nn.ModuleList(blocks)
         # outputs come block by block; ``order`` puts them back in coordinate order
         coords = torch.cat([b.coords for b in self.blocks])
         self.register_buffer("order", torch.argsort(coords))
+        # columns standardised together: each tied group's coordinates, and per view position
+        # the columns its members see there (merged where they overlap)
+        self._theta_pools = [list(g) for g in self.tied]
+        self._x_pools = _merged([{views[j][k] for j in group} for group in self.tied
+                                 for k in range(len(views[group[0]]))])
 
     def fit_standardisation(self, theta: Tensor, x: Tensor) -> None:
         """Set input statistics from a training table (``theta [N, d]``, ``x [..., p]``)."""
-        self.theta_norm.fit(theta)
-        self.x_norm.fit(x)
+        self.theta_norm.fit(theta, self._theta_pools)
+        self.x_norm.fit(x, self._x_pools)
 
     def forward(self, theta: Tensor, x: Tensor) -> Tensor:
         t, z = _broadcast(self.theta_norm(theta), self.x_norm(x))
@@ -284,25 +322,42 @@ class CoordinateViewScoreNet(nn.Module):
 
 class _ViewBlock(nn.Module):
     """The networks :math:`f_j` of the coordinates ``coords`` (views of one length ``v``), with
-    batched weights ``[g, in, out]`` (``nn.Linear``'s initialisation per coordinate)."""
+    batched weights ``[g, in, out]`` (``nn.Linear``'s initialisation per coordinate).
 
-    def __init__(self, theta_dim: int, coords: list[int], views: list[list[int]], hidden: Sequence[int]):
+    ``orders`` (``[g, d]``, for a tied group): one network, weights ``[1, in, out]``, which member
+    ``j`` evaluates on theta in the order ``orders[j]``. Feeding ``t[orders[j]]`` to weights
+    :math:`W` is feeding ``t`` to :math:`W` with its rows permuted back (:meth:`_theta_weight`),
+    so every pass below works on ``t`` as it is."""
+
+    def __init__(self, theta_dim: int, coords: list[int], views: list[list[int]], hidden: Sequence[int],
+                 orders: list[list[int]] | None = None):
         super().__init__()
         self.theta_dim = theta_dim
         self.register_buffer("coords", torch.tensor(coords, dtype=torch.long))  # [g]
         self.register_buffer("views", torch.tensor(views, dtype=torch.long))  # [g, v]
+        self.tied = orders is not None
+        if self.tied:  # inverse[j, l]: where member j's input holds theta_l
+            self.register_buffer("inverse", torch.argsort(torch.tensor(orders, dtype=torch.long), -1))
+        copies = 1 if self.tied else len(coords)
         widths = [theta_dim + len(views[0]), *hidden, 1]
         self.weights, self.biases = nn.ParameterList(), nn.ParameterList()
         for a, b in zip(widths[:-1], widths[1:]):
             bound = a ** -0.5
-            self.weights.append(nn.Parameter(torch.empty(len(coords), a, b).uniform_(-bound, bound)))
-            self.biases.append(nn.Parameter(torch.empty(len(coords), b).uniform_(-bound, bound)))
+            self.weights.append(nn.Parameter(torch.empty(copies, a, b).uniform_(-bound, bound)))
+            self.biases.append(nn.Parameter(torch.empty(copies, b).uniform_(-bound, bound)))
 
-    def _inputs(self, t: Tensor, z: Tensor) -> Tensor:
-        """Standardised ``t [*, d], z [*, p] -> [*, g, d + v]``: all of theta and each view."""
-        lead = t.shape[:-1]
+    def _layer(self, k: int) -> tuple[Tensor, Tensor]:
+        """Layer ``k``'s weights ``[g, a, b]`` and biases ``[g, b]`` (a tied block's one copy, expanded)."""
         g = len(self.coords)
-        return torch.cat([t[..., None, :].expand(*lead, g, self.theta_dim), z[..., self.views]], dim=-1)
+        w, b = self.weights[k], self.biases[k]
+        return w.expand(g, *w.shape[1:]), b.expand(g, b.shape[-1])
+
+    def _theta_weight(self) -> Tensor:
+        """The first layer's theta rows ``[g, d, H]``, row ``l`` of network ``j`` acting on theta_l."""
+        w = self._layer(0)[0][:, :self.theta_dim, :]
+        if not self.tied:
+            return w
+        return w[torch.arange(len(self.coords), device=w.device)[:, None], self.inverse]
 
     def forward(self, t: Tensor, z: Tensor, act: nn.Module) -> Tensor:
         """``[*, d], [*, p] -> [*, g]``: the networks' outputs before the parameter scale."""
@@ -310,34 +365,77 @@ class _ViewBlock(nn.Module):
 
     def first_layer_data(self, z: Tensor) -> Tensor:
         """The data's part of the first pre-activation, :math:`W_x z_{V_j} + b`: ``[*, p] -> [*, g, H]``."""
-        return torch.einsum("...jv,jvh->...jh", z[..., self.views], self.weights[0][:, self.theta_dim:, :]) \
-            + self.biases[0]
+        w, b = self._layer(0)
+        return torch.einsum("...jv,jvh->...jh", z[..., self.views], w[:, self.theta_dim:, :]) + b
 
     def forward_from_data(self, t: Tensor, data_part: Tensor, act: nn.Module) -> Tensor:
         """:meth:`forward` with the data part of the first layer given:
         ``t [*, d], data_part [*, g, H]`` (broadcast) ``-> [*, g]``."""
-        h = torch.einsum("...d,jdh->...jh", t, self.weights[0][:, :self.theta_dim, :]) + data_part
-        for w, b in zip(self.weights[1:], self.biases[1:]):
+        h = torch.einsum("...d,jdh->...jh", t, self._theta_weight()) + data_part
+        for k in range(1, len(self.weights)):
+            w, b = self._layer(k)
             h = torch.einsum("...ja,jab->...jb", act(h), w) + b
         return h[..., 0]
 
     def forward_with_tangent(self, t: Tensor, z: Tensor, act: nn.Module, slope_of, scale: Tensor
                              ) -> tuple[Tensor, Tensor]:
         """``t [B, m, d], z [B, m, p] -> (outputs [B, m, g], sum_i d output / d theta [B, g, d])``."""
-        d = self.theta_dim
-        h = self._inputs(t, z)  # [B, m, g, in]
+        w_theta = self._theta_weight()  # [g, d, H]
+        h = self.first_layer_data(z) + torch.einsum("...d,jdh->...jh", t, w_theta)  # [B, m, g, H]
         # [1, 1, g, d, H]: d(first pre-activation of f_j)/d theta_l
-        tangent = (self.weights[0][:, :d, :] / scale[None, :, None])[None, None]
-        last = len(self.weights) - 1
-        for k, (w, b) in enumerate(zip(self.weights, self.biases)):
+        tangent = (w_theta / scale[None, :, None])[None, None]
+        for k in range(len(self.weights)):
             if k > 0:
+                w, b = self._layer(k)
                 tangent = torch.einsum("...jla,jab->...jlb", tangent, w)
-            h = torch.einsum("...ja,jab->...jb", h, w) + b
-            if k < last:
+                h = torch.einsum("...ja,jab->...jb", h, w) + b
+            if k < len(self.weights) - 1:
                 y = act(h)
                 tangent = slope_of(h, y)[..., None, :] * tangent
                 h = y
         return h[..., 0], tangent[..., 0].sum(1)
+
+
+def _cyclic_orders(group: Sequence[int], theta_dim: int) -> list[list[int]]:
+    """Member ``a`` of ``group``'s view of theta: the group from ``group[a]`` on, cyclically,
+    then the other coordinates in their order."""
+    rest = [j for j in range(theta_dim) if j not in group]
+    return [list(group[a:]) + list(group[:a]) + rest for a in range(len(group))]
+
+
+def _merged(sets: list[set[int]]) -> list[list[int]]:
+    """Overlapping sets merged (a partition of their union); sets of one column dropped."""
+    out: list[set[int]] = []
+    for new in sets:
+        new = set(new)
+        for old in [o for o in out if o & new]:
+            out.remove(old)
+            new |= old
+        out.append(new)
+    return [sorted(o) for o in out if len(o) > 1]
+
+
+def check_tied(tied: Sequence[Sequence[int]], views: list[list[int]]) -> list[list[int]]:
+    """``tied`` as disjoint lists of at least two coordinate indices whose views have one length,
+    with a clear error otherwise."""
+    try:
+        tied = [[int(j) for j in group] for group in tied]
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"tied must be lists of integer coordinate indices ({err})") from None
+    d, seen = len(views), set()
+    for group in tied:
+        if len(group) < 2:
+            raise ValueError(f"a tied group needs at least two coordinates, got {group}")
+        if min(group) < 0 or max(group) >= d:
+            raise ValueError(f"tied group {group} has a coordinate outside 0..{d - 1}")
+        if seen & set(group) or len(set(group)) < len(group):
+            raise ValueError(f"tied groups must be disjoint, without repeats: {tied}")
+        seen |= set(group)
+        lengths = {len(views[j]) for j in group}
+        if len(lengths) > 1:
+            raise ValueError(f"the coordinates of a tied group share one network, so their views "
+                             f"need one length; group {group} has lengths {sorted(lengths)}")
+    return tied
 
 
 def check_views(views: Sequence[Sequence[int]], theta_dim: int, x_dim: int | None = None) -> list[list[int]]:
