@@ -93,6 +93,23 @@ FULL = {
 PAPER = epidemic5._paper_rows(TABLE6, COST8)
 
 NOTES = (
+    "ONE NETWORK FOR THE TEN FLOOR RATES: NARROWER, BUT NOT A FIX (session 54; n-model-views-spread-"
+    "tied, `scorebayes bench epidemic10 --methods n-model-views-spread-tied --only-reps R` for R = 0, "
+    "1, 2, 40 min a repetition on one core next to another job). The floors are exchangeable (equal "
+    "sizes, floor i mod J, roommates on one floor), so the floor rates' networks can be one network, "
+    "evaluated by each floor on its own rate, the other floors' rates in cyclic order, the facility "
+    "and room rates, the facility column and its own column and the spread summaries "
+    "(ScoreLangevin(tied_views=model.exchangeable_rates())): every table row trains it ten times. On "
+    "n-model-views-spread's repetition seeds (same localization and table seed), geometric-mean "
+    "widths over the paper's n-model row 0.86 / 0.74 / 0.69 on repetitions 0 / 1 / 2 (the spread row "
+    "1.11 / 1.08 / 1.08), per rate 0.14-2.67x, but 12 / 8 / 5 of 12 intervals cover (spread row 12 / "
+    "12 / 11). On repetitions 1 and 2 the posterior puts the facility rate at 0.098 and 0.174 (truth "
+    "0.05) and the floor rates low (repetition 2: floors 1-8 at 0.003-0.033 against 0.02-0.16): the "
+    "facility-floor trade-off of the notes below, now with narrow floor intervals, and the facility "
+    "rate's interval 1.8-2.7x the paper's. Narrower than the spread row on 30 of 36 rate-repetitions "
+    "(mean log width ratio -0.36), with 25 of 36 intervals covering against 35: sharing the floors' "
+    "network makes their scores more confident, not better placed along the ridge. Not run on more "
+    "repetitions; Table 6 stays not met.",
     "MH CORRECTION OF n-MODEL-VIEWS-SPREAD: NO FIX FOR TABLE 6 (session 47; pilot benchmarks/pilots/"
     "epidemic10_mh.py 0 and 7 as two processes, 48-49 min a repetition: fit 27 min, ULA 9 min, MH "
     "12-13 min; record in epidemic10_mh_scratch.jsonl). The row refitted with its recorded seed, its "
