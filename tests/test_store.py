@@ -112,8 +112,11 @@ def test_ledger_sums_earlier_processes_up_to_their_last_write(tmp_path, monkeypa
     also.mark_done("stage")
     assert ledger(tmp_path) == {"first": 30.0, "second": 15.0}
     assert also.elapsed_seconds == 45.0 and second.earlier_seconds == 30  # own entry not earlier
-    clock.now += 5
-    second.save_json("meta", {})
+    clock.now += 1
+    second.save_json("meta", {})  # within LOG_EVERY of the last entry: not rewritten yet
+    assert ledger(tmp_path)["second"] == 15.0
+    clock.now += 4
+    second.mark_done("other")  # a stage's end always logs
     assert ledger(tmp_path)["second"] == 20.0  # rewritten, not appended
     new_process("third")
     assert RunStore(tmp_path, config={}, seed=0).earlier_seconds == 50.0

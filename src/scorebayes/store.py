@@ -46,6 +46,8 @@ LEDGER = "ledger"  # json/ledger/<run>.json: seconds per process (module docstri
 #: this process's name in the ledgers, and when it first opened each run directory
 _THIS_RUN = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 _OPENED: dict[str, float] = {}
+_LOGGED: dict[str, float] = {}  # when this process last wrote each directory's ledger entry
+LOG_EVERY = 5.0  # seconds between ledger writes, except at a stage's end (mark_done), which always logs
 
 
 class StoreError(ValueError):
@@ -131,16 +133,24 @@ class RunStore:
             self.save_json_file(manifest, {"fingerprint": self.fingerprint, "seed": int(seed),
                                            "version": __version__, "config": config})
         # all stores of one process on one directory share its start: its time is counted once
+        self._key = str(self.path.resolve())
         if fresh:  # a run started over: its time starts now
-            _OPENED.pop(str(self.path.resolve()), None)
-        self._opened = _OPENED.setdefault(str(self.path.resolve()), time.perf_counter())
+            _OPENED.pop(self._key, None)
+            _LOGGED.pop(self._key, None)
+        self._opened = _OPENED.setdefault(self._key, time.perf_counter())
         self.earlier_seconds = sum(seconds for run, seconds in ledger(self.path).items()
                                    if run != _THIS_RUN)
 
-    def _log_time(self) -> None:
-        """Rewrite this process's ledger file: seconds since it first opened the directory."""
+    def _log_time(self, *, always: bool = False) -> None:
+        """Rewrite this process's ledger file: seconds since it first opened the directory. At most
+        every LOG_EVERY seconds unless ``always`` (a table's blocks are saved many times a second,
+        and a ledger write costs about as much as a small array's)."""
+        now = time.perf_counter()
+        if not always and now - _LOGGED.get(self._key, -float("inf")) < LOG_EVERY:
+            return
+        _LOGGED[self._key] = now
         self.save_json_file(self.file("json", f"{LEDGER}/{_THIS_RUN}", ".json"),
-                            {"seconds": time.perf_counter() - self._opened,
+                            {"seconds": now - self._opened,
                              "written": time.strftime("%Y-%m-%dT%H:%M:%S")})
 
     @property
@@ -211,7 +221,7 @@ class RunStore:
         """Record that ``stage`` completed (with JSON ``info``); written after its outputs."""
         self.save_json_file(self.file("stages", stage, ".done"), {"info": info})
         self._done_here.add(stage)
-        self._log_time()
+        self._log_time(always=True)
 
     def is_done(self, stage: str) -> bool:
         """Whether ``stage`` completed in this or an earlier run (earlier ones are recorded
