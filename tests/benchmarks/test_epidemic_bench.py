@@ -155,4 +155,26 @@ def test_views_spread_tied_is_a_fingerprinted_n_model_variant_on_the_spread_rows
     assert ten.SMALL["views_spread_tied"] == {**ten.SMALL["views_spread"], "tied": True, "reps": 3}
     fingerprinted = bench._fingerprinted(ten.SMALL, ten.SMALL, [bench.VIEWS_SPREAD, bench.VIEWS_SPREAD_TIED])
     assert fingerprinted[bench.VIEWS_SPREAD_TIED] == {**fingerprinted[bench.VIEWS_SPREAD], "tied": True}
-    assert bench.SEED_AS == {bench.VIEWS_SPREAD_TIED: bench.VIEWS_SPREAD}
+    assert bench.SEED_AS[bench.VIEWS_SPREAD_TIED] == bench.VIEWS_SPREAD
+
+
+def test_views_spread_5x_is_the_spread_row_on_five_times_the_table_with_the_same_gradient_steps(bench, load_benchmark):
+    """The 5x variant differs from VIEWS_SPREAD only in the table's size and the epochs, so that
+    both take the same number of gradient steps; it runs on VIEWS_SPREAD's repetition seeds and its
+    size is in its fingerprint."""
+    ten = load_benchmark("epidemic10.py", "epidemic10_bench")
+    spread, big = ten.SMALL["views_spread"], ten.SMALL["views_spread_5x"]
+    assert {k: v for k, v in big.items() if k not in ("N", "epochs")} == \
+        {k: v for k, v in spread.items() if k not in ("N", "epochs")}
+    assert big["N"] == 5 * spread["N"]
+    steps = [s["N"] * (1 - s["validation"]) / s["batch"] * s["epochs"] for s in (spread, big)]
+    assert steps[0] == pytest.approx(steps[1])
+    assert bench.SEED_AS[bench.VIEWS_SPREAD_5X] == bench.VIEWS_SPREAD and bench.VIEWS_SPREAD_5X in bench.N_MODEL_VARIANTS
+    fingerprinted = bench._fingerprinted(ten.SMALL, ten.SMALL, [bench.VIEWS_SPREAD, bench.VIEWS_SPREAD_5X])
+    assert fingerprinted[bench.VIEWS_SPREAD_5X] == {**fingerprinted[bench.VIEWS_SPREAD], "N": big["N"],
+                                                    "epochs": big["epochs"]}
+    from scorebayes.models import get_model
+
+    model = get_model("epidemic10")
+    est = bench.n_estimator(model, big, ten.SMALL["localization"], 0)
+    assert est.num_simulations == big["N"] and est.schedule.epochs == big["epochs"]
