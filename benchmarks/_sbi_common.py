@@ -300,13 +300,14 @@ def run_repetitions(name: str, model: Any, methods: dict[str, Callable[[Tensor, 
                     reps: int, seed: int = 0, fresh: bool = False, progress: bool = True,
                     observed_fn: Callable[[int, torch.Generator], Tensor] | None = None,
                     record_fn: Callable[..., dict] | None = None,
-                    max_reps: dict[str, int] | None = None,
+                    max_reps: dict[str, Cap] | None = None,
                     configs: dict[str, Any] | None = None,
                     only_reps: Sequence[int] | None = None, plan: bool = False,
                     seed_as: dict[str, str] | None = None) -> list[dict]:
     """Run every method on ``reps`` observed data sets, saving each record as it completes.
 
-    ``max_reps`` caps the repetitions of expensive methods (``{method: k}``: only the first k);
+    ``max_reps`` caps the repetitions of expensive methods (``{method: k}``: only the first k;
+    ``{method: (r1, r2, ...)}``: those repetitions only);
     ``configs`` (``{method: settings}``) makes reuse of a stored record require the same settings;
     ``only_reps`` runs (and returns) those repetitions alone, and names those it reused from
     the records instead of running them again. ``seed_as`` (``{variant: method}``) gives a variant
@@ -377,13 +378,18 @@ def _chosen_reps(reps: int, only_reps: Sequence[int] | None) -> list[int]:
     return [r for r in range(reps) if only_reps is None or r in only_reps]
 
 
-def _within_cap(method: str, rep: int, reps: int, max_reps: dict[str, int] | None) -> bool:
-    """Whether ``method`` runs on repetition ``rep`` (``max_reps`` caps it at its first k)."""
-    return rep < (max_reps or {}).get(method, reps)
+Cap = int | Sequence[int]
+
+
+def _within_cap(method: str, rep: int, reps: int, max_reps: dict[str, Cap] | None) -> bool:
+    """Whether ``method`` runs on repetition ``rep``: ``max_reps`` caps it at its first k, or
+    (a sequence of repetitions) at those alone."""
+    cap = (max_reps or {}).get(method, reps)
+    return rep in cap if isinstance(cap, Sequence) else rep < cap
 
 
 def repetition_plan(done: dict[tuple[str, int], dict], methods: Sequence[str], reps: int, *,
-                    max_reps: dict[str, int] | None = None,
+                    max_reps: dict[str, Cap] | None = None,
                     only_reps: Sequence[int] | None = None) -> list[dict]:
     """What :func:`run_repetitions` would compute: per method, ``{"method", "recorded" (reusable
     repetitions among the chosen), "missing" (repetitions to run), "seconds" (the mean seconds of

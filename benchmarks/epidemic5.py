@@ -393,8 +393,11 @@ def _views_settings(views: dict, reps: int) -> str:
     return f"learning rate {lr}; " + _variant_repetitions(views.get("reps", 0), reps) + "."
 
 
-def _variant_repetitions(variant_reps: int, reps: int) -> str:
-    """Which repetitions the paper-training variant ran on (its ``reps`` caps the benchmark's)."""
+def _variant_repetitions(variant_reps: int | tuple[int, ...], reps: int) -> str:
+    """Which repetitions a variant ran on: its ``reps`` caps the benchmark's (a count: the first
+    ones; a tuple: those repetitions)."""
+    if isinstance(variant_reps, tuple):
+        return "repetitions " + ", ".join(str(r) for r in variant_reps if r < reps) + " only"
     if variant_reps >= reps:
         return "every repetition"
     return "first repetition only" if variant_reps == 1 else f"first {variant_reps} repetitions only"

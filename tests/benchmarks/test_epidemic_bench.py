@@ -164,8 +164,8 @@ def test_views_spread_5x_is_the_spread_row_on_five_times_the_table_with_the_same
     size is in its fingerprint."""
     ten = load_benchmark("epidemic10.py", "epidemic10_bench")
     spread, big = ten.SMALL["views_spread"], ten.SMALL["views_spread_5x"]
-    assert {k: v for k, v in big.items() if k not in ("N", "epochs")} == \
-        {k: v for k, v in spread.items() if k not in ("N", "epochs")}
+    assert {k: v for k, v in big.items() if k not in ("N", "epochs", "reps")} == \
+        {k: v for k, v in spread.items() if k not in ("N", "epochs", "reps")}
     assert big["N"] == 5 * spread["N"]
     steps = [s["N"] * (1 - s["validation"]) / s["batch"] * s["epochs"] for s in (spread, big)]
     assert steps[0] == pytest.approx(steps[1])
@@ -176,5 +176,6 @@ def test_views_spread_5x_is_the_spread_row_on_five_times_the_table_with_the_same
     from scorebayes.models import get_model
 
     model = get_model("epidemic10")
+    assert bench._variant_repetitions(big["reps"], 10) == "repetitions 2, 7 only"
     est = bench.n_estimator(model, big, ten.SMALL["localization"], 0)
     assert est.num_simulations == big["N"] and est.schedule.epochs == big["epochs"]

@@ -101,6 +101,25 @@ def test_max_reps_caps_expensive_methods(common, tmp_path):
     assert summary["cheap"]["reps"] == 4 and summary["costly"]["reps"] == 2
 
 
+def test_max_reps_may_name_the_repetitions_a_method_runs_on(common, tmp_path, capsys):
+    """A cap given as repetitions runs the method on those alone (a diagnostic variant on chosen
+    data sets), in runs, plans and ``only_reps`` alike."""
+    calls = {"cheap": 0, "chosen": 0}
+    methods = {"cheap": _counting(calls, "cheap"), "chosen": _counting(calls, "chosen")}
+    recs = common.run_repetitions("picked", _Fake(), methods, reps=5, seed=1, progress=False,
+                                  max_reps={"chosen": (1, 3)})
+    assert calls == {"cheap": 5, "chosen": 2}
+    assert sorted(r["rep"] for r in recs if r["method"] == "chosen") == [1, 3]
+    with pytest.raises(SystemExit):
+        common.run_repetitions("picked", _Fake(), methods, reps=6, seed=1, progress=False,
+                               max_reps={"chosen": (1, 3, 5)}, plan=True)
+    plan = capsys.readouterr().out
+    assert "chosen: recorded 1, 3; to run 5" in plan and "cheap: recorded 0-4; to run 5" in plan
+    recs = common.run_repetitions("picked", _Fake(), methods, reps=6, seed=1, progress=False,
+                                  max_reps={"chosen": (1, 3)}, only_reps=[2, 5])
+    assert calls == {"cheap": 6, "chosen": 2}  # 5 is not the chosen method's, 2 is recorded
+
+
 def test_seed_as_gives_a_variant_another_methods_seeds(common, tmp_path):
     """A variant with ``seed_as`` gets the seeds of the method it names (common random numbers);
     without it, each method its own."""
