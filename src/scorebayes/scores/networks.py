@@ -222,6 +222,18 @@ class CoordinateViewScoreNet(nn.Module):
     length are evaluated together with batched weights ``[g, in, out]`` (one block per length), so
     views may differ in length (e.g. one coordinate sees every input, the others a few).
 
+    What a view learns: over functions of :math:`(\theta, x_{V_j})` the objective is minimised by
+    :math:`E[\partial_j \log p(x \mid \theta) \mid \theta, x_{V_j}] = \partial_j \log p(x_{V_j}
+    \mid \theta)`, the score of the view's own likelihood. If :math:`x_{V_j}` misses information
+    about :math:`\theta_j` (it is not sufficient for :math:`\theta_j` given :math:`\theta_{-j}`),
+    the coordinates' scores come from different likelihoods, the drift is no gradient, and the
+    Langevin chains sample a composite law, not the posterior: in a linear Gaussian model its
+    covariance solves a Lyapunov equation, and a coordinate whose view misses half of its data is
+    1.5x the posterior's SD (``tests/test_coordinate_views.py``,
+    ``test_views_that_miss_information_give_a_composite_law_not_the_posterior``). Give each
+    coordinate a view that carries all of its information (e.g. appended summaries, through
+    ``ScoreLangevin(data_features=...)``).
+
     Tied coordinates share one network. For a group :math:`G = (g_0, \dots, g_{m-1})` of
     exchangeable coordinates (the likelihood is unchanged when the coordinates of :math:`G` and
     their views are permuted together, as the epidemic's floors are), the true score is
