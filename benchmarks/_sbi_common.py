@@ -296,6 +296,9 @@ def _load_partial(path: Path, seed: int, fingerprints: dict[str, str]) -> dict[t
     return done
 
 
+Cap = int | Sequence[int]  # a method's repetition cap: its first k, or those repetitions
+
+
 def run_repetitions(name: str, model: Any, methods: dict[str, Callable[[Tensor, int], Any]], *,
                     reps: int, seed: int = 0, fresh: bool = False, progress: bool = True,
                     observed_fn: Callable[[int, torch.Generator], Tensor] | None = None,
@@ -376,9 +379,6 @@ def run_repetitions(name: str, model: Any, methods: dict[str, Callable[[Tensor, 
 
 def _chosen_reps(reps: int, only_reps: Sequence[int] | None) -> list[int]:
     return [r for r in range(reps) if only_reps is None or r in only_reps]
-
-
-Cap = int | Sequence[int]
 
 
 def _within_cap(method: str, rep: int, reps: int, max_reps: dict[str, Cap] | None) -> bool:

@@ -17,6 +17,7 @@ References:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import sys
@@ -228,14 +229,8 @@ def make_methods(model, scale: dict, chosen: list[str], *, localize: bool, seed:
                                 generator=make_generator(s_, "gnpe")), c)
 
     table = {"n-model": nmodel, "abc": abc, "bsl": bsl_fn, "npe": npe_fn, "gaussian-npe": gnpe_fn,
-             PAPER_TRAINING: lambda x_obs, s_: nmodel(x_obs, s_, "paper_training"),
-             VIEWS: lambda x_obs, s_: nmodel(x_obs, s_, "views"),
-             VIEWS_WIDE: lambda x_obs, s_: nmodel(x_obs, s_, "views_wide"),
-             VIEWS_SPREAD: lambda x_obs, s_: nmodel(x_obs, s_, "views_spread"),
-             VIEWS_SPREAD_FLOORS: lambda x_obs, s_: nmodel(x_obs, s_, "views_spread_floors"),
-             VIEWS_SPREAD_TIED: lambda x_obs, s_: nmodel(x_obs, s_, "views_spread_tied"),
-             VIEWS_SPREAD_5X: lambda x_obs, s_: nmodel(x_obs, s_, "views_spread_5x"),
-             BSL_PAPER: lambda x_obs, s_: bsl_fn(x_obs, s_, "bsl_paper")}
+             **{variant: functools.partial(nmodel, key=VARIANT_SCALES[variant]) for variant in N_MODEL_VARIANTS},
+             BSL_PAPER: functools.partial(bsl_fn, key=VARIANT_SCALES[BSL_PAPER])}
     return {m: table[m] for m in chosen}
 
 
@@ -268,8 +263,7 @@ def _fingerprinted(small: dict, scale: dict, variants: list[str]) -> dict[str, d
     the paper-scale BSL's (fingerprinted since sessions 18 and 29; the other methods' records
     predate fingerprints)."""
     out = {}
-    for variant in (VIEWS, VIEWS_WIDE, VIEWS_SPREAD, VIEWS_SPREAD_FLOORS, VIEWS_SPREAD_TIED, VIEWS_SPREAD_5X,
-                    BSL_PAPER):
+    for variant in (*(v for v in N_MODEL_VARIANTS if v != PAPER_TRAINING), BSL_PAPER):
         if variant in variants:
             settings = {k: v for k, v in small[VARIANT_SCALES[variant]].items() if k != "reps"}
             out[variant] = {**settings, "localization": scale.get("localization")}

@@ -454,20 +454,18 @@ def test_views_that_miss_information_give_a_composite_law_not_the_posterior():
     post_mean = n * torch.stack([y_mean.sum(), y_mean[0] - y_mean[1]]) / (2 * n + tau)
     law_mean, law_cov = composite_langevin_law(y_mean, n, tau)
     assert law_cov[0, 0].sqrt() / post_sd > 1.45 and torch.isclose(law_cov[1, 1].sqrt(), torch.tensor(post_sd, dtype=torch.float64))
-    totals = [2 * i for i in range(n)]
+    everything = list(range(2 * n))
+    cases = {"totals": ([[2 * i for i in range(n)], everything], law_mean, law_cov.diagonal().sqrt()),
+             "all": ([everything, everything], post_mean, torch.full((2,), post_sd, dtype=torch.float64))}
     sds = {}
-    for label, views in (("totals", [totals, list(range(2 * n))]), ("all", [list(range(2 * n))] * 2)):
+    for label, (views, mean, sd) in cases.items():
         est = ScoreLangevin(prior2, sum_and_difference_simulator, mode="full", localize=False, num_simulations=3000,
                             hidden=(32, 16), seed=1, progress=False, score_views=views,
                             schedule=TrainingSchedule(epochs=40, penalty_epochs=0, batch_size=64, lr=(3e-3, 1e-4),
                                                       validation_fraction=0.2))
         draws = est.fit(x_obs).sample(400, chains=200, max_steps=2000).draws.reshape(-1, 2)
         sds[label] = draws.std(0)
-        if label == "totals":
-            # 400 draws: the SDs' Monte Carlo error is ~4%, the learned score's a few % more
-            assert ((draws.mean(0) - law_mean).abs() < 0.35 * law_cov.diagonal().sqrt()).all()
-            assert ((sds[label] / law_cov.diagonal().sqrt() - 1).abs() < 0.15).all(), (sds[label], law_cov)
-        else:
-            assert ((draws.mean(0) - post_mean).abs() < 0.35 * post_sd).all()
-            assert ((sds[label] / post_sd - 1).abs() < 0.15).all(), sds[label] / post_sd
+        # 400 draws: the SDs' Monte Carlo error is ~4%, the learned score's a few % more
+        assert ((draws.mean(0) - mean).abs() < 0.35 * sd).all(), (label, draws.mean(0), mean)
+        assert ((sds[label] / sd - 1).abs() < 0.15).all(), (label, sds[label], sd)
     assert sds["totals"][0] / sds["all"][0] > 1.25
