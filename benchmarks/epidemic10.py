@@ -80,6 +80,9 @@ SMALL = {**epidemic5.SMALL, "reps": 10, "localization": LOCALIZATION,
          # 5x the paper's table, the paper's number of gradient steps (session 55): on two of
          # the spread row's repetitions with a facility-rate miss, 70 min a repetition
          "views_spread_5x": {**_views, "spread": True, "N": 100_000, "epochs": 20, "reps": (2, 7)},
+         # a shared embedding of all of S appended to every rate's view (session 56): first on
+         # the spread row's two repetitions with a facility-rate miss
+         "views_spread_embed": {**_views, "spread": True, "embedding": 16, "reps": (2, 7)},
          # the paper's BSL for setting 2 (200 simulations per iteration), first 3 repetitions
          "bsl_paper": {**(PAPER_BSL := {"chains": 10, "length": 1_000, "burn_in": 200, "sims": 200}),
                        "adapt_covariance": True, "reps": 3}}

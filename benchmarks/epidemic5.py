@@ -59,18 +59,24 @@ VIEWS_SPREAD_TIED = "n-model-views-spread-tied"
 # steps (epochs scaled down 5x): the per-rate networks' validation loss turns up after a few passes
 # over 20,000 rows, so the placement along the facility-floor ridge may be the table's noise
 VIEWS_SPREAD_5X = "n-model-views-spread-5x"
+# VIEWS_SPREAD with one embedding of all of S, trained jointly with the per-rate networks and
+# appended to every rate's view (ScoreLangevin(shared_embedding=k)): a view that misses some of a
+# rate's information makes the chains sample a composite law, not the posterior (note WHAT A
+# PER-RATE VIEW LEARNS); the embedding gives every rate all of S through a few learned numbers
+VIEWS_SPREAD_EMBED = "n-model-views-spread-embed"
 # BSL at the paper's chains and simulations per iteration (FULL["bsl"]) on the first repetitions:
 # at the small scale (4 x 300 steps, 50 simulations for a 24-number summary) BSL is too narrow
 BSL_PAPER = "bsl-paper-scale"
 # the tied and 5x variants on VIEWS_SPREAD's repetition seeds (its localization and table seed):
 # each differs from that row by one thing (the shared floor network; the table's size)
-SEED_AS = {VIEWS_SPREAD_TIED: VIEWS_SPREAD, VIEWS_SPREAD_5X: VIEWS_SPREAD}
+SEED_AS = {VIEWS_SPREAD_TIED: VIEWS_SPREAD, VIEWS_SPREAD_5X: VIEWS_SPREAD, VIEWS_SPREAD_EMBED: VIEWS_SPREAD}
 VARIANT_SCALES = {PAPER_TRAINING: "paper_training", VIEWS: "views", VIEWS_WIDE: "views_wide",
                   VIEWS_SPREAD: "views_spread", VIEWS_SPREAD_FLOORS: "views_spread_floors",
                   VIEWS_SPREAD_TIED: "views_spread_tied",
-                  VIEWS_SPREAD_5X: "views_spread_5x", BSL_PAPER: "bsl_paper"}  # variant -> its key in SMALL
+                  VIEWS_SPREAD_5X: "views_spread_5x", VIEWS_SPREAD_EMBED: "views_spread_embed",
+                  BSL_PAPER: "bsl_paper"}  # variant -> its key in SMALL
 N_MODEL_VARIANTS = (PAPER_TRAINING, VIEWS, VIEWS_WIDE, VIEWS_SPREAD, VIEWS_SPREAD_FLOORS, VIEWS_SPREAD_TIED,
-                    VIEWS_SPREAD_5X)
+                    VIEWS_SPREAD_5X, VIEWS_SPREAD_EMBED)
 
 
 def _paper_rows(rows: dict[str, tuple], cost: dict) -> dict:
@@ -151,7 +157,8 @@ def n_estimator(model, s: dict, localization: dict, seed: int, *, localize: bool
     with ``s["views"]`` (True: each rate's two columns of S; or the names of the rates that see
     all of S) and ``s["spread"]`` (True: every view; or the names of the rates whose views also
     see the floor-spread summaries, appended to vec(S)); ``s["tied"]``: the floor rates share one
-    network (Epidemic.exchangeable_rates)."""
+    network (Epidemic.exchangeable_rates); ``s["embedding"]``: the width of a shared embedding of
+    the whole view appended to every rate's (default 0, none)."""
     views = s.get("views")
     spread = s.get("spread") or False
     views = (model.score_views(spread=spread) if views is True
@@ -161,6 +168,7 @@ def n_estimator(model, s: dict, localization: dict, seed: int, *, localize: bool
         num_simulations=s["N"], hidden=s.get("hidden", (512, 256, 128)), activation="elu",
         score_views=views, data_features=model.floor_spread if spread else None,
         tied_views=model.exchangeable_rates() if s.get("tied") else (),
+        shared_embedding=s.get("embedding", 0),
         schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=0, batch_size=s["batch"],
                                   lr=s.get("lr", (1e-4, 1e-5)), validation_fraction=s["validation"]),
         curvature_penalties=(0.0,), parameter_names=model.parameter_names, seed=seed, progress=False)
@@ -502,6 +510,13 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
            f"{small['views_spread_5x']['batch']} (the paper's number of gradient steps), on {VIEWS_SPREAD}'s "
            "repetition seeds, beyond the paper; " + _views_settings(small["views_spread_5x"], args.reps)]
           if VIEWS_SPREAD_5X in variants and not args.full else []),
+        *([f"{VIEWS_SPREAD_EMBED}: {VIEWS_SPREAD} with one embedding of the whole view (vec(S) and the "
+           f"summaries) into {small['views_spread_embed']['embedding']} numbers, an MLP trained jointly with "
+           "the per-rate networks and appended to every rate's view (ScoreLangevin(shared_embedding=k)): a "
+           "view that misses some of a rate's information makes the chains sample a composite law, not the "
+           f"posterior; on {VIEWS_SPREAD}'s repetition seeds, beyond the paper; "
+           + _views_settings(small["views_spread_embed"], args.reps)]
+          if VIEWS_SPREAD_EMBED in variants and not args.full else []),
         *([f"{BSL_PAPER}: BSL with the paper's chains and simulations per iteration ({bp['chains']} chains x "
            f"{bp['length']:,} iterations, {bp['burn_in']} burn-in, {bp['sims']} simulations: cost "
            + f"{bp['chains'] * bp['length'] * bp['sims']:.0e}".replace("e+0", "e") + "), the random walk's "

@@ -46,12 +46,14 @@ def gaussian_table(num: int, seed: int, prior_sd: float = 2.0):
 ALL_TIED = [list(range(D))]
 
 
-@pytest.mark.parametrize("activation,views,tied", [("elu", own_views(), ()), ("tanh", own_views(), ()),
-                                                   ("elu", ragged_views(), ()), ("elu", own_views(), ALL_TIED),
-                                                   ("tanh", ragged_views(), [[0, 2]])])
-def test_forward_mode_jacobian_equals_autograd(activation, views, tied):
+@pytest.mark.parametrize("activation,views,tied,embedding", [
+    ("elu", own_views(), (), 0), ("tanh", own_views(), (), 0), ("elu", ragged_views(), (), 0),
+    ("elu", own_views(), ALL_TIED, 0), ("tanh", ragged_views(), [[0, 2]], 0),
+    ("elu", ragged_views(), (), 4), ("tanh", own_views(), (), 3)])  # with a shared embedding of x
+def test_forward_mode_jacobian_equals_autograd(activation, views, tied, embedding):
     torch.manual_seed(0)
-    net = CoordinateViewScoreNet(D, N_OBS * D, views, hidden=(16, 8), activation=activation, tied=tied)
+    net = CoordinateViewScoreNet(D, N_OBS * D, views, hidden=(16, 8), activation=activation, tied=tied,
+                                 embedding=embedding)
     theta, x, _, _ = gaussian_table(64, 1)
     net.fit_standardisation(theta, x)
     s, jac = net.score_and_jacobian(theta[:5], x[:5])
@@ -79,6 +81,28 @@ def test_each_output_depends_only_on_its_view():
     assert change[1] > 1e-4 and change[0] == 0 and change[2] == 0
 
 
+def test_a_shared_embedding_shows_every_network_all_of_the_data():
+    """With ``embedding=k`` each network sees its view and e(x), one MLP on all of x: moving
+    coordinate 1's entries changes every output, and e has one copy (not one per network)."""
+    torch.manual_seed(0)
+    net = CoordinateViewScoreNet(D, N_OBS * D, own_views(), hidden=(8,), embedding=4, embedding_hidden=(16,))
+    assert [b.views.shape[-1] for b in net.blocks] == [N_OBS + 4]
+    assert sum(p.numel() for p in net.embed.parameters()) == N_OBS * D * 16 + 16 + 16 * 4 + 4
+    theta, x, _, _ = gaussian_table(4, 3)
+    moved = x.clone()
+    moved[..., [i * D + 1 for i in range(N_OBS)]] += 1.0
+    change = (net(theta[:, None], moved) - net(theta[:, None], x)).abs().amax((0, 1))
+    assert (change > 1e-5).all(), change
+
+
+@pytest.mark.parametrize("embedding, tied, message", [
+    (-1, (), "width >= 0"), (2.5, (), "width >= 0"), (True, (), "width >= 0"),
+    (4, ALL_TIED, "cannot go with tied")])
+def test_bad_embeddings_are_refused_with_the_reason(embedding, tied, message):
+    with pytest.raises(ValueError, match=message):
+        CoordinateViewScoreNet(D, N_OBS * D, own_views(), embedding=embedding, tied=tied)
+
+
 def test_ragged_views_keep_each_output_on_its_own_view():
     """Views of two lengths run as two blocks; outputs come back in coordinate order."""
     net = CoordinateViewScoreNet(D, N_OBS * D, ragged_views(), hidden=(8,))
@@ -91,12 +115,14 @@ def test_ragged_views_keep_each_output_on_its_own_view():
         assert {k for k in range(D) if change[k] > 0} == {j, 1}
 
 
-@pytest.mark.parametrize("hidden,tied", [((16, 8), ()), ((), ()), ((16, 8), [[0, 2]])])
-def test_chain_drift_with_the_data_part_computed_once_equals_the_forward_pass(hidden, tied):
+@pytest.mark.parametrize("hidden,tied,embedding", [((16, 8), (), 0), ((), (), 0), ((16, 8), [[0, 2]], 0),
+                                                   ((16, 8), (), 5)])
+def test_chain_drift_with_the_data_part_computed_once_equals_the_forward_pass(hidden, tied, embedding):
     """sum_over_observations splits each first layer into theta and data parts (views of two
-    lengths, several observations, chains in chunks of 3) and must equal the plain sum."""
+    lengths, several observations, chains in chunks of 3; the shared embedding, which is in the
+    data part) and must equal the plain sum."""
     torch.manual_seed(0)
-    net = CoordinateViewScoreNet(D, N_OBS * D, ragged_views(), hidden=hidden, tied=tied)
+    net = CoordinateViewScoreNet(D, N_OBS * D, ragged_views(), hidden=hidden, tied=tied, embedding=embedding)
     theta, x, _, _ = gaussian_table(64, 6)
     net.fit_standardisation(theta, x)
     chains, data = theta[:7], x[:4, 0]  # 7 chains, 4 observations of the full view
@@ -206,6 +232,13 @@ def test_score_langevin_checks_views_before_any_simulation():
         ScoreLangevin(prior(), gaussian_simulator, mode="full", tied_views=ALL_TIED)
     with pytest.raises(ValueError, match="one length"):
         ScoreLangevin(prior(), gaussian_simulator, mode="full", score_views=ragged_views(), tied_views=ALL_TIED)
+    with pytest.raises(ValueError, match="shared_embedding is appended to per-parameter views: it needs score_views"):
+        ScoreLangevin(prior(), gaussian_simulator, mode="full", shared_embedding=8)
+    with pytest.raises(ValueError, match="shared_embedding must be a width >= 0"):
+        ScoreLangevin(prior(), gaussian_simulator, mode="full", score_views=own_views(), shared_embedding=-2)
+    with pytest.raises(ValueError, match="shared_embedding cannot go with tied_views"):
+        ScoreLangevin(prior(), gaussian_simulator, mode="full", score_views=own_views(), tied_views=ALL_TIED,
+                      shared_embedding=8)
     calls = []
 
     def counting(theta, n, generator=None):
@@ -444,7 +477,9 @@ def test_views_that_miss_information_give_a_composite_law_not_the_posterior():
     likelihood. Here a's view (the totals y1) misses the split y2, which informs a, so the chains'
     law is the Lyapunov one of composite_langevin_law: a's SD 1.5x the posterior's, b's the
     posterior's. With the sufficient view (everything) a's SD is the posterior's (the
-    contrast that makes the check fail when views are ignored)."""
+    contrast that makes the check fail when views are ignored). With a shared embedding of all of
+    the data appended to the totals view (ScoreLangevin(shared_embedding=4)), a's network can learn
+    the full score again, and the chains sample the posterior."""
     n, tau = 10, 0.25
     prior2 = independent([Normal(torch.tensor(0.0, dtype=torch.float64), 2.0) for _ in range(2)])
     truth = torch.tensor([[0.5, -1.0]], dtype=torch.float64)
@@ -456,11 +491,14 @@ def test_views_that_miss_information_give_a_composite_law_not_the_posterior():
     assert law_cov[0, 0].sqrt() / post_sd > 1.45 and torch.isclose(law_cov[1, 1].sqrt(), torch.tensor(post_sd, dtype=torch.float64))
     everything = list(range(2 * n))
     cases = {"totals": ([[2 * i for i in range(n)], everything], law_mean, law_cov.diagonal().sqrt()),
-             "all": ([everything, everything], post_mean, torch.full((2,), post_sd, dtype=torch.float64))}
+             "all": ([everything, everything], post_mean, torch.full((2,), post_sd, dtype=torch.float64)),
+             "totals+embedding": ([[2 * i for i in range(n)], everything], post_mean,
+                                  torch.full((2,), post_sd, dtype=torch.float64))}
     sds = {}
     for label, (views, mean, sd) in cases.items():
         est = ScoreLangevin(prior2, sum_and_difference_simulator, mode="full", localize=False, num_simulations=3000,
                             hidden=(32, 16), seed=1, progress=False, score_views=views,
+                            shared_embedding=4 if label.endswith("embedding") else 0,
                             schedule=TrainingSchedule(epochs=40, penalty_epochs=0, batch_size=64, lr=(3e-3, 1e-4),
                                                       validation_fraction=0.2))
         draws = est.fit(x_obs).sample(400, chains=200, max_steps=2000).draws.reshape(-1, 2)
@@ -469,3 +507,4 @@ def test_views_that_miss_information_give_a_composite_law_not_the_posterior():
         assert ((draws.mean(0) - mean).abs() < 0.35 * sd).all(), (label, draws.mean(0), mean)
         assert ((sds[label] / sd - 1).abs() < 0.15).all(), (label, sds[label], sd)
     assert sds["totals"][0] / sds["all"][0] > 1.25
+    assert sds["totals"][0] / sds["totals+embedding"][0] > 1.25

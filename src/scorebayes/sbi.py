@@ -134,6 +134,11 @@ class ScoreLangevin:
             with networks in :math:`\theta`, adding the sorted and the departure times raised the
             share of :math:`\theta_1`'s information the net carries from 0.26 to 0.89,
             ``benchmarks/pilots/mg1_data_features.py``).
+        shared_embedding: with ``score_views``, the width :math:`k` of one embedding of the whole
+            data view, an MLP trained jointly with the per-parameter networks and appended to every
+            view (``CoordinateViewScoreNet(embedding=k)``): no network's view then misses
+            information when k is wide enough, so the chains sample the posterior and not the composite law of views
+            that miss it. 0 (default): none. Beyond the paper.
         network_coordinates: ``"unconstrained"`` (default): the networks take :math:`u`;
             ``"constrained"``: they take :math:`\theta = T(u)` and their outputs are mapped to
             :math:`u` by the exact diagonal Jacobian
@@ -203,6 +208,7 @@ class ScoreLangevin:
         score_views: Sequence[Sequence[int]] | None = None,
         tied_views: Sequence[Sequence[int]] = (),
         data_features: Callable[[Tensor], Tensor] | None = None,
+        shared_embedding: int = 0,
         network_coordinates: str = "unconstrained",
         schedule: TrainingSchedule | None = None,
         mean_schedule: TrainingSchedule | None = None,
@@ -266,6 +272,15 @@ class ScoreLangevin:
         if tied_views and self.score_views is None:
             raise ValueError("tied_views ties per-parameter networks: it needs score_views")
         self.tied_views = check_tied(tied_views, self.score_views) if tied_views else []
+        if not isinstance(shared_embedding, int) or isinstance(shared_embedding, bool) or shared_embedding < 0:
+            raise ValueError(f"shared_embedding must be a width >= 0 (0: none), got {shared_embedding!r}")
+        if shared_embedding and self.score_views is None:
+            raise ValueError("shared_embedding is appended to per-parameter views: it needs score_views "
+                             "(without views one network already sees all of the data)")
+        if shared_embedding and self.tied_views:
+            raise ValueError("shared_embedding cannot go with tied_views: the embedding is not permuted "
+                             "with a tied group's members")
+        self.shared_embedding = shared_embedding
         if data_features is not None and not callable(data_features):
             raise TypeError(f"data_features must be a function of the network's view, got {data_features!r}")
         self.data_features = data_features
@@ -575,7 +590,7 @@ class ScoreLangevin:
         if self.score_views is None:
             return ScoreNet(d, p_net, self.hidden, self.activation)
         return CoordinateViewScoreNet(d, p_net, self.score_views, self.hidden, self.activation,
-                                      tied=self.tied_views)
+                                      tied=self.tied_views, embedding=self.shared_embedding)
 
     def _new_score_net(self, p_net: int, *keys: Any) -> nn.Module:
         """A freshly initialised score network for a later round (seeded by the run seed and ``keys``)."""

@@ -246,6 +246,17 @@ class CoordinateViewScoreNet(nn.Module):
     group's coordinates, and each position's columns over the members, so that :math:`f` sees
     every member on one scale.
 
+    A shared embedding keeps the networks small without dropping information:
+    :math:`s_j(\theta, x) = f_j\big(\theta, x_{V_j}, e(x)\big) / \text{scale}_j`, with one
+    :math:`e: \mathbb R^p \to \mathbb R^k` (an MLP on all of :math:`x`) trained jointly with every
+    :math:`f_j`. The minimiser over such functions is the full score whenever :math:`(x_{V_j}, e(x))`
+    carries :math:`\theta_j`'s information, so the drift is a gradient again and the chains sample
+    the posterior (``test_views_that_miss_information_give_a_composite_law_not_the_posterior``: with an
+    embedding the view that misses half of its data gives the posterior's SD).
+    :math:`e` does not depend on :math:`\theta`, so the chain drift still computes every data
+    part once (:meth:`sum_over_observations`). Beyond the paper (``benchmarks/epidemic10.py``,
+    variant n-model-views-spread-embed).
+
     Arguments:
         theta_dim: :math:`d`.
         x_dim: :math:`p`, the length of the network's view of the data (e.g. ``vec(S)``).
@@ -254,6 +265,10 @@ class CoordinateViewScoreNet(nn.Module):
         hidden: hidden widths of each :math:`f_j`; activation as for :class:`ScoreNet`.
         tied: disjoint groups of at least two coordinates that share one network (their views of
             one length), e.g. :meth:`scorebayes.models.Epidemic.exchangeable_rates`; default none.
+        embedding: :math:`k`, the width of the shared embedding :math:`e(x)` appended to every
+            view; 0 (default) for none. Not with ``tied`` (a tied group's network must see its
+            members' data in the same roles, and :math:`e` is not permuted with them).
+        embedding_hidden: hidden widths of :math:`e`.
 
     ``forward(theta [*, d], x [*, p]) -> [*, d]`` (leading shapes broadcast); inputs are
     standardised as in :class:`ScoreNet`.
@@ -261,14 +276,28 @@ class CoordinateViewScoreNet(nn.Module):
 
     def __init__(self, theta_dim: int, x_dim: int, views: Sequence[Sequence[int]],
                  hidden: Sequence[int] = (128, 64), activation: str | type[nn.Module] = "elu",
-                 tied: Sequence[Sequence[int]] = ()):
+                 tied: Sequence[Sequence[int]] = (), embedding: int = 0,
+                 embedding_hidden: Sequence[int] = (64,)):
         super().__init__()
         views = check_views(views, theta_dim, x_dim)
         self.tied = check_tied(tied, views)
+        if not isinstance(embedding, int) or isinstance(embedding, bool) or embedding < 0:
+            raise ValueError(f"embedding must be a width >= 0 (0: none), got {embedding!r}")
+        if embedding and self.tied:
+            raise ValueError("a shared embedding cannot go with tied networks: the embedding of x is "
+                             "not permuted with a tied group's members, so the group's network would "
+                             "see it in different roles")
         self.theta_dim, self.x_dim = theta_dim, x_dim
         self.theta_norm = _Standardiser(theta_dim)
         self.x_norm = _Standardiser(x_dim)
         self.act = _activation(activation)()
+        self.embed = None
+        if embedding:
+            widths = [x_dim, *embedding_hidden]
+            layers = [m for a, b in zip(widths[:-1], widths[1:]) for m in (nn.Linear(a, b), _activation(activation)())]
+            self.embed = nn.Sequential(*layers, nn.Linear(widths[-1], embedding))
+            # every network sees its view and then the embedding's k outputs, at x_dim .. x_dim + k - 1
+            views = [[*v, *range(x_dim, x_dim + embedding)] for v in views]
         in_groups = {j for group in self.tied for j in group}
         blocks = [_ViewBlock(theta_dim, group, [views[j] for j in group], hidden,
                              orders=_cyclic_orders(group, theta_dim)) for group in self.tied]
@@ -291,8 +320,13 @@ class CoordinateViewScoreNet(nn.Module):
         self.theta_norm.fit(theta, self._theta_pools)
         self.x_norm.fit(x, self._x_pools)
 
+    def _data(self, x: Tensor) -> Tensor:
+        """Standardised ``x [..., p]``, with the shared embedding appended: ``[..., p + k]``."""
+        z = self.x_norm(x)
+        return z if self.embed is None else torch.cat([z, self.embed(z)], -1)
+
     def forward(self, theta: Tensor, x: Tensor) -> Tensor:
-        t, z = _broadcast(self.theta_norm(theta), self.x_norm(x))
+        t, z = _broadcast(self.theta_norm(theta), self._data(x))
         out = torch.cat([block(t, z, self.act) for block in self.blocks], -1)[..., self.order]
         return out / self.theta_norm.scale
 
@@ -305,7 +339,7 @@ class CoordinateViewScoreNet(nn.Module):
         width = max(w.shape[-1] for b in self.blocks for w in b.weights)
         chunk = max(1, max_elements // max(1, x.shape[0] * self.theta_dim * width))
         t_all = self.theta_norm(theta)
-        z = self.x_norm(x)
+        z = self._data(x)
         data_parts = [block.first_layer_data(z) for block in self.blocks]  # [n, g, H] each
         out = []
         for i in range(0, theta.shape[0], chunk):
@@ -323,7 +357,7 @@ class CoordinateViewScoreNet(nn.Module):
         slope_of = _derivative(self.act)
         if slope_of is None:
             return None
-        t, z = _broadcast(self.theta_norm(theta[:, None, :]), self.x_norm(x))
+        t, z = _broadcast(self.theta_norm(theta[:, None, :]), self._data(x))
         outs, rows = zip(*(block.forward_with_tangent(t, z, self.act, slope_of, self.theta_norm.scale)
                            for block in self.blocks))
         scale = self.theta_norm.scale
