@@ -341,7 +341,8 @@ def test_cli_score_views_errors(tmp_path, capsys, model_name, options, message):
 
 
 @pytest.mark.parametrize("features", ["", 'data_features = "builtin"', 'data_features = "feat.py:overall_mean"',
-                                      'data_features = "builtin"\ntied_views = "builtin"'])
+                                      'data_features = "builtin"\ntied_views = "builtin"',
+                                      'data_features = "builtin"\nshared_embedding = 4'])
 def test_cli_builtin_score_views_run(tmp_path, features):
     (tmp_path / "feat.py").write_text("def overall_mean(view):\n    return view.mean(-1, keepdim=True)\n")
     options = 'score_views = "builtin"\n' + features + """

@@ -11,6 +11,8 @@ takes a builtin model's per-parameter data views (``Epidemic.score_views``).
 floor-spread summaries (``Epidemic.floor_spread``), which ``score_views = "builtin"`` then includes.
 ``tied_views = "builtin"`` (with ``score_views``) gives the builtin epidemic's floor rates one shared
 network (``Epidemic.exchangeable_rates``); a list of coordinate-index lists ties those groups.
+``shared_embedding = k`` (with ``score_views``) appends one learned embedding of the whole data
+view, k numbers, to every parameter's view.
 ``mh_correction = "quadrature"`` or ``"learned"`` replaces the unadjusted Langevin chains by
 MH-corrected MALA chains (:func:`scorebayes.samplers.sbi_mh.mh_correct`; of the sampling
 options only ``num_samples`` and ``chains`` apply then). ``mh_init = "ula"`` starts them from the
