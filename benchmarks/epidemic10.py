@@ -83,6 +83,8 @@ SMALL = {**epidemic5.SMALL, "reps": 10, "localization": LOCALIZATION,
          # a shared embedding of all of S appended to every rate's view (session 56): first on
          # the spread row's two repetitions with a facility-rate miss
          "views_spread_embed": {**_views, "spread": True, "embedding": 16, "reps": (2, 7)},
+         # the same embedding for n-model-views (no spread summaries), on its repetition seeds
+         "views_embed": {**_views, "embedding": 16, "reps": (2, 7)},
          # the paper's BSL for setting 2 (200 simulations per iteration), first 3 repetitions
          "bsl_paper": {**(PAPER_BSL := {"chains": 10, "length": 1_000, "burn_in": 200, "sims": 200}),
                        "adapt_covariance": True, "reps": 3}}

@@ -64,19 +64,22 @@ VIEWS_SPREAD_5X = "n-model-views-spread-5x"
 # rate's information makes the chains sample a composite law, not the posterior (note WHAT A
 # PER-RATE VIEW LEARNS); the embedding gives every rate all of S through a few learned numbers
 VIEWS_SPREAD_EMBED = "n-model-views-spread-embed"
+# VIEWS (no spread summaries) with the shared embedding: on VIEWS's repetition seeds
+VIEWS_EMBED = "n-model-views-embed"
 # BSL at the paper's chains and simulations per iteration (FULL["bsl"]) on the first repetitions:
 # at the small scale (4 x 300 steps, 50 simulations for a 24-number summary) BSL is too narrow
 BSL_PAPER = "bsl-paper-scale"
 # the tied and 5x variants on VIEWS_SPREAD's repetition seeds (its localization and table seed):
 # each differs from that row by one thing (the shared floor network; the table's size)
-SEED_AS = {VIEWS_SPREAD_TIED: VIEWS_SPREAD, VIEWS_SPREAD_5X: VIEWS_SPREAD, VIEWS_SPREAD_EMBED: VIEWS_SPREAD}
+SEED_AS = {VIEWS_SPREAD_TIED: VIEWS_SPREAD, VIEWS_SPREAD_5X: VIEWS_SPREAD, VIEWS_SPREAD_EMBED: VIEWS_SPREAD,
+           VIEWS_EMBED: VIEWS}
 VARIANT_SCALES = {PAPER_TRAINING: "paper_training", VIEWS: "views", VIEWS_WIDE: "views_wide",
                   VIEWS_SPREAD: "views_spread", VIEWS_SPREAD_FLOORS: "views_spread_floors",
                   VIEWS_SPREAD_TIED: "views_spread_tied",
                   VIEWS_SPREAD_5X: "views_spread_5x", VIEWS_SPREAD_EMBED: "views_spread_embed",
-                  BSL_PAPER: "bsl_paper"}  # variant -> its key in SMALL
+                  VIEWS_EMBED: "views_embed",                   BSL_PAPER: "bsl_paper"}  # variant -> its key in SMALL
 N_MODEL_VARIANTS = (PAPER_TRAINING, VIEWS, VIEWS_WIDE, VIEWS_SPREAD, VIEWS_SPREAD_FLOORS, VIEWS_SPREAD_TIED,
-                    VIEWS_SPREAD_5X, VIEWS_SPREAD_EMBED)
+                    VIEWS_SPREAD_5X, VIEWS_SPREAD_EMBED, VIEWS_EMBED)
 
 
 def _paper_rows(rows: dict[str, tuple], cost: dict) -> dict:
@@ -517,6 +520,10 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
            f"posterior; on {VIEWS_SPREAD}'s repetition seeds, beyond the paper; "
            + _views_settings(small["views_spread_embed"], args.reps)]
           if VIEWS_SPREAD_EMBED in variants and not args.full else []),
+        *([f"{VIEWS_EMBED}: {VIEWS} with the shared embedding of {VIEWS_SPREAD_EMBED} (of vec(S), "
+           f"{small['views_embed']['embedding']} numbers), on {VIEWS}'s repetition seeds, beyond the paper; "
+           + _views_settings(small["views_embed"], args.reps)]
+          if VIEWS_EMBED in variants and not args.full else []),
         *([f"{BSL_PAPER}: BSL with the paper's chains and simulations per iteration ({bp['chains']} chains x "
            f"{bp['length']:,} iterations, {bp['burn_in']} burn-in, {bp['sims']} simulations: cost "
            + f"{bp['chains'] * bp['length'] * bp['sims']:.0e}".replace("e+0", "e") + "), the random walk's "

@@ -181,21 +181,28 @@ def test_views_spread_5x_is_the_spread_row_on_five_times_the_table_with_the_same
     assert est.num_simulations == big["N"] and est.schedule.epochs == big["epochs"]
 
 
-def test_views_spread_embed_is_the_spread_row_with_a_shared_embedding(bench, load_benchmark):
-    """The embedding variant differs from VIEWS_SPREAD only in the shared embedding (and the
-    repetitions it runs on), runs on VIEWS_SPREAD's repetition seeds, has the embedding in its
+@pytest.mark.parametrize("variant_name, key, base_name, base_key, features", [
+    ("VIEWS_SPREAD_EMBED", "views_spread_embed", "VIEWS_SPREAD", "views_spread", True),
+    ("VIEWS_EMBED", "views_embed", "VIEWS", "views", False)])
+def test_embed_variants_are_their_rows_with_a_shared_embedding(bench, load_benchmark, variant_name, key,
+                                                               base_name, base_key, features):
+    """An embedding variant differs from its row only in the shared embedding (and the
+    repetitions it runs on), runs on that row's repetition seeds, has the embedding in its
     fingerprint, and builds per-rate networks that all see the embedding."""
     ten = load_benchmark("epidemic10.py", "epidemic10_bench")
-    spread, embed = ten.SMALL["views_spread"], ten.SMALL["views_spread_embed"]
+    variant, base = getattr(bench, variant_name), getattr(bench, base_name)
+    plain, embed = ten.SMALL[base_key], ten.SMALL[key]
     assert {k: v for k, v in embed.items() if k not in ("embedding", "reps")} == \
-        {k: v for k, v in spread.items() if k != "reps"}
-    assert bench.SEED_AS[bench.VIEWS_SPREAD_EMBED] == bench.VIEWS_SPREAD and bench.VIEWS_SPREAD_EMBED in bench.N_MODEL_VARIANTS
-    fingerprinted = bench._fingerprinted(ten.SMALL, ten.SMALL, [bench.VIEWS_SPREAD, bench.VIEWS_SPREAD_EMBED])
-    assert fingerprinted[bench.VIEWS_SPREAD_EMBED] == {**fingerprinted[bench.VIEWS_SPREAD], "embedding": embed["embedding"]}
+        {k: v for k, v in plain.items() if k != "reps"}
+    assert bench.SEED_AS[variant] == base and variant in bench.N_MODEL_VARIANTS
+    fingerprinted = bench._fingerprinted(ten.SMALL, ten.SMALL, [base, variant])
+    assert fingerprinted[variant] == {**fingerprinted[base], "embedding": embed["embedding"]}
     from scorebayes.models import get_model
 
     model = get_model("epidemic10")
     est = bench.n_estimator(model, embed, ten.SMALL["localization"], 0)
-    net = est._score_network(model.dim, model.steps * (model.floors + 2 + model.SPREAD_FEATURES))
+    width = model.floors + 2 + (model.SPREAD_FEATURES if features else 0)
+    net = est._score_network(model.dim, model.steps * width)
     assert net.embed is not None and net.embed[-1].out_features == embed["embedding"]
-    assert bench.n_estimator(model, spread, ten.SMALL["localization"], 0).shared_embedding == 0
+    assert net.embed[0].in_features == model.steps * width  # the embedding sees the whole view
+    assert bench.n_estimator(model, plain, ten.SMALL["localization"], 0).shared_embedding == 0
