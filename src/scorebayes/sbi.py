@@ -136,9 +136,10 @@ class ScoreLangevin:
             ``benchmarks/pilots/mg1_data_features.py``).
         shared_embedding: with ``score_views``, the width :math:`k` of one embedding of the whole
             data view, an MLP trained jointly with the per-parameter networks and appended to every
-            view (``CoordinateViewScoreNet(embedding=k)``): no network's view then misses
-            information when k is wide enough, so the chains sample the posterior and not the composite law of views
-            that miss it. 0 (default): none. Beyond the paper.
+            view (``CoordinateViewScoreNet(embedding=k)``): with k wide enough no network's view
+            misses information, so the chains sample the posterior, not the composite law of views
+            that miss it. 0 (default): none. Beyond the paper; on the 10-floor epidemic it narrows
+            the per-rate rows but does not meet Table 6 (``benchmarks/results/epidemic10.md``).
         network_coordinates: ``"unconstrained"`` (default): the networks take :math:`u`;
             ``"constrained"``: they take :math:`\theta = T(u)` and their outputs are mapped to
             :math:`u` by the exact diagonal Jacobian

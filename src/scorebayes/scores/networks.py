@@ -255,7 +255,8 @@ class CoordinateViewScoreNet(nn.Module):
     embedding the view that misses half of its data gives the posterior's SD).
     :math:`e` does not depend on :math:`\theta`, so the chain drift still computes every data
     part once (:meth:`sum_over_observations`). Beyond the paper (``benchmarks/epidemic10.py``,
-    variant n-model-views-spread-embed).
+    variants n-model-views-embed and n-model-views-spread-embed: narrower than the views alone,
+    with the facility rate placed higher, on 2 repetitions).
 
     Arguments:
         theta_dim: :math:`d`.
