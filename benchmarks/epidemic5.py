@@ -77,7 +77,7 @@ VARIANT_SCALES = {PAPER_TRAINING: "paper_training", VIEWS: "views", VIEWS_WIDE: 
                   VIEWS_SPREAD: "views_spread", VIEWS_SPREAD_FLOORS: "views_spread_floors",
                   VIEWS_SPREAD_TIED: "views_spread_tied",
                   VIEWS_SPREAD_5X: "views_spread_5x", VIEWS_SPREAD_EMBED: "views_spread_embed",
-                  VIEWS_EMBED: "views_embed",                   BSL_PAPER: "bsl_paper"}  # variant -> its key in SMALL
+                  VIEWS_EMBED: "views_embed", BSL_PAPER: "bsl_paper"}  # variant -> its key in SMALL
 N_MODEL_VARIANTS = (PAPER_TRAINING, VIEWS, VIEWS_WIDE, VIEWS_SPREAD, VIEWS_SPREAD_FLOORS, VIEWS_SPREAD_TIED,
                     VIEWS_SPREAD_5X, VIEWS_SPREAD_EMBED, VIEWS_EMBED)
 

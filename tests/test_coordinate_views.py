@@ -234,9 +234,9 @@ def test_score_langevin_checks_views_before_any_simulation():
         ScoreLangevin(prior(), gaussian_simulator, mode="full", score_views=ragged_views(), tied_views=ALL_TIED)
     with pytest.raises(ValueError, match="shared_embedding is appended to per-parameter views: it needs score_views"):
         ScoreLangevin(prior(), gaussian_simulator, mode="full", shared_embedding=8)
-    with pytest.raises(ValueError, match="shared_embedding must be a width >= 0"):
+    with pytest.raises(ValueError, match="shared embedding must be a width >= 0"):
         ScoreLangevin(prior(), gaussian_simulator, mode="full", score_views=own_views(), shared_embedding=-2)
-    with pytest.raises(ValueError, match="shared_embedding cannot go with tied_views"):
+    with pytest.raises(ValueError, match="shared embedding cannot go with tied networks"):
         ScoreLangevin(prior(), gaussian_simulator, mode="full", score_views=own_views(), tied_views=ALL_TIED,
                       shared_embedding=8)
     calls = []

@@ -67,7 +67,8 @@ from .scores.local_debias import (LocalLinearCorrection, ThetaLinearCorrection, 
                                   fit_local_correction)
 from .scores.coordinates import (ConstrainedMeanNet, ConstrainedScoreNet, check_elementwise,
                                  theta_and_jacobian)
-from .scores.networks import CoordinateViewScoreNet, CrossFitMean, MeanNet, ScoreNet, check_tied, check_views
+from .scores.networks import (CoordinateViewScoreNet, CrossFitMean, MeanNet, ScoreNet, check_embedding,
+                              check_tied, check_views)
 from .scores.training import (TrainingSchedule, checkpointing, fit_mean_network, fit_score_network,
                                split_indices)
 from .antithetic import AntitheticProposal, CommonRandomPairs, antithetic_pairs
@@ -273,15 +274,10 @@ class ScoreLangevin:
         if tied_views and self.score_views is None:
             raise ValueError("tied_views ties per-parameter networks: it needs score_views")
         self.tied_views = check_tied(tied_views, self.score_views) if tied_views else []
-        if not isinstance(shared_embedding, int) or isinstance(shared_embedding, bool) or shared_embedding < 0:
-            raise ValueError(f"shared_embedding must be a width >= 0 (0: none), got {shared_embedding!r}")
         if shared_embedding and self.score_views is None:
             raise ValueError("shared_embedding is appended to per-parameter views: it needs score_views "
                              "(without views one network already sees all of the data)")
-        if shared_embedding and self.tied_views:
-            raise ValueError("shared_embedding cannot go with tied_views: the embedding is not permuted "
-                             "with a tied group's members")
-        self.shared_embedding = shared_embedding
+        self.shared_embedding = check_embedding(shared_embedding, self.tied_views)
         if data_features is not None and not callable(data_features):
             raise TypeError(f"data_features must be a function of the network's view, got {data_features!r}")
         self.data_features = data_features

@@ -282,12 +282,7 @@ class CoordinateViewScoreNet(nn.Module):
         super().__init__()
         views = check_views(views, theta_dim, x_dim)
         self.tied = check_tied(tied, views)
-        if not isinstance(embedding, int) or isinstance(embedding, bool) or embedding < 0:
-            raise ValueError(f"embedding must be a width >= 0 (0: none), got {embedding!r}")
-        if embedding and self.tied:
-            raise ValueError("a shared embedding cannot go with tied networks: the embedding of x is "
-                             "not permuted with a tied group's members, so the group's network would "
-                             "see it in different roles")
+        check_embedding(embedding, self.tied)
         self.theta_dim, self.x_dim = theta_dim, x_dim
         self.theta_norm = _Standardiser(theta_dim)
         self.x_norm = _Standardiser(x_dim)
@@ -460,6 +455,17 @@ def _merged(sets: list[set[int]]) -> list[list[int]]:
             new |= old
         out.append(new)
     return [sorted(o) for o in out if len(o) > 1]
+
+
+def check_embedding(embedding: int, tied: Sequence[Sequence[int]]) -> int:
+    """``embedding`` as a width >= 0 that does not go with tied networks, with a clear error otherwise."""
+    if not isinstance(embedding, int) or isinstance(embedding, bool) or embedding < 0:
+        raise ValueError(f"the shared embedding must be a width >= 0 (0: none), got {embedding!r}")
+    if embedding and tied:
+        raise ValueError("a shared embedding cannot go with tied networks: the embedding of x is not "
+                         "permuted with a tied group's members, so the group's network would see it in "
+                         "different roles")
+    return embedding
 
 
 def check_tied(tied: Sequence[Sequence[int]], views: list[list[int]]) -> list[list[int]]:
