@@ -169,6 +169,18 @@ class ScoreNet(nn.Module):
             out.append(self.rest(pre).sum(1))
         return torch.cat(out, 0) / self.theta_norm.scale
 
+    def sum_over_data_sets(self, theta: Tensor, x: Tensor) -> Tensor:
+        r""":meth:`sum_over_observations` for ``M`` data sets at once:
+        ``theta [M, C, d], x [M, n, p] -> [M, C, d]``, chain ``c`` of data set ``m`` summed over
+        that data set's observations (:func:`scorebayes.calibration.calibrate` runs its chains
+        this way). Holds ``M C n`` first-layer activations at a time."""
+        if self.first is None:
+            return self(theta[:, :, None, :], x[:, None]).sum(2)
+        w_theta, w_x = self.first.weight[:, : self.theta_dim], self.first.weight[:, self.theta_dim :]
+        data_part = self.x_norm(x) @ w_x.T + self.first.bias  # [M, n, h]
+        theta_part = self.theta_norm(theta) @ w_theta.T  # [M, C, h]
+        return self.rest(theta_part[:, :, None] + data_part[:, None]).sum(2) / self.theta_norm.scale
+
     def score_and_jacobian(self, theta: Tensor, x: Tensor) -> tuple[Tensor, Tensor] | None:
         r"""Scores and their :math:`\theta`-Jacobian summed over observations, in one forward pass.
 
@@ -343,6 +355,19 @@ class CoordinateViewScoreNet(nn.Module):
             out.append(torch.cat([block.forward_from_data(t, part, self.act).sum(1)
                                   for block, part in zip(self.blocks, data_parts)], -1))
         return torch.cat(out, 0)[..., self.order] / self.theta_norm.scale
+
+    def sum_over_data_sets(self, theta: Tensor, x: Tensor) -> Tensor:
+        r""":meth:`sum_over_observations` for ``M`` data sets at once:
+        ``theta [M, C, d], x [M, n, p] -> [M, C, d]``, chain ``c`` of data set ``m`` summed over
+        that data set's observations (each data set's first-layer data part computed once;
+        :func:`scorebayes.calibration.calibrate` runs its chains this way). Holds
+        ``M C n`` first-layer activations per network at a time: meant for small ``n`` (a
+        full-data view has ``n = 1``)."""
+        t = self.theta_norm(theta)[:, :, None, :]  # [M, C, 1, d]
+        z = self._data(x)
+        out = torch.cat([block.forward_from_data(t, block.first_layer_data(z)[:, None], self.act).sum(2)
+                         for block in self.blocks], -1)
+        return out[..., self.order] / self.theta_norm.scale
 
     def score_and_jacobian(self, theta: Tensor, x: Tensor) -> tuple[Tensor, Tensor] | None:
         r"""``theta [B, d], x [B, m, p] -> (s [B, m, d], J [B, d, d])``,

@@ -1,0 +1,324 @@
+r"""Simulation-based calibration of a fitted :class:`~scorebayes.sbi.ScoreLangevin` where it was trained.
+
+A posterior from a learned score can be checked without the exact posterior (Talts et al. 2018):
+draw :math:`\theta_i \sim \pi`, simulate :math:`x_i \sim p(x\mid\theta_i)` and sample
+:math:`\pi(\theta\mid x_i) \propto \pi(\theta)\,p(x_i\mid\theta)`. If the posterior is right, the
+rank of :math:`\theta_{ij}` among the draws of parameter :math:`j` is uniform on (0, 1), so
+
+- a central :math:`\ell` interval covers :math:`\theta_{ij}` with probability :math:`\ell`
+  (coverage below :math:`\ell`: posteriors too narrow, or misplaced);
+- the standardised error :math:`z_{ij} = (\bar\theta_{ij} - \theta_{ij})/\mathrm{sd}_{ij}` has
+  mean 0 (a mean of one sign: a shared bias of the learned score).
+
+A score learned from a table drawn from :math:`q` (the localized proposal) is only trusted where
+the table put mass, so the default check uses :math:`q` itself as :math:`\pi`: the chains run on
+the learned likelihood score plus :math:`\nabla_u\log q_u`. With ``at=theta`` every data set is
+drawn at one parameter and the chains use the model's prior: the frequentist coverage at
+:math:`\theta` that the papers' tables report over repetitions, here with one fit (the networks
+are amortised over data sets near the observed one).
+
+The chains are :meth:`~scorebayes.sbi.ScoreLangevin.sample`'s: unadjusted Langevin in
+:math:`u`, step :math:`\tau_i = \kappa/\lambda_{\max,i}` per data set
+(:func:`~scorebayes.samplers.langevin.curvature_step_size`), reflected into the trained region
+(cut to each data set's support with ``support_fn``); all data sets run together.
+
+References:
+    | Validating Bayesian Inference Algorithms with Simulation-Based Calibration
+    | (Talts, Betancourt, Simpson, Vehtari, Gelman, 2018), https://arxiv.org/abs/1804.06788
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from .parallel import make_generator
+from .samplers.langevin import curvature_step_size
+from .proposal import PriorSampler
+
+__all__ = ["Calibration", "calibrate"]
+
+
+@dataclass
+class Calibration:
+    r"""The outcome of :func:`calibrate` for ``M`` data sets and ``d`` parameters.
+
+    Attributes:
+        names: the parameters' names, ``d``.
+        theta: the parameters the data sets were drawn at, ``[M, d]``.
+        ranks: the rank of :math:`\theta_{ij}` among the ``L`` draws of data set ``i``,
+            :math:`(\#\{\text{draws} < \theta_{ij}\} + U)/(L + 1)`, ``U`` uniform, ``[M, d]``
+            (Uniform(0, 1) if the draws are exact and independent).
+        covered: whether the rank lies in the central ``level`` of (0, 1), i.e. the draws' central
+            interval holds :math:`\theta_{ij}`, ``[M, d]``.
+        z: :math:`(\bar\theta_{ij} - \theta_{ij})/\mathrm{sd}_{ij}` in ``u``, ``[M, d]``.
+        width: the draws' central ``level`` interval's width in :math:`\theta`, ``[M, d]``.
+        posterior_mean: the draws' mean in :math:`\theta`, ``[M, d]``.
+        level: the intervals' level.
+        step_sizes: the chains' step size per data set, ``[M]``.
+        half_shift: :math:`|\bar u_{\text{first half}} - \bar u_{\text{second half}}|/\mathrm{sd}`
+            of each data set's draws over time, ``[M, d]`` (large values: burn-in too short).
+        settings: the chain settings used.
+    """
+
+    names: list[str]
+    theta: Tensor
+    ranks: Tensor
+    covered: Tensor
+    z: Tensor
+    width: Tensor
+    posterior_mean: Tensor
+    level: float
+    step_sizes: Tensor
+    half_shift: Tensor
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_data_sets(self) -> int:
+        return self.ranks.shape[0]
+
+    def coverage(self) -> Tensor:
+        """Per parameter, the fraction of data sets whose interval covers theta, ``[d]``."""
+        return self.covered.double().mean(0)
+
+    def coverage_se(self) -> Tensor:
+        r"""Monte Carlo standard error of :meth:`coverage` if it were ``level``:
+        :math:`\sqrt{\ell(1-\ell)/M}`, ``[d]``."""
+        return torch.full((self.ranks.shape[1],), math.sqrt(self.level * (1 - self.level) / self.num_data_sets),
+                          dtype=torch.float64)
+
+    def mean_z(self) -> Tensor:
+        """Per parameter, the mean standardised error, ``[d]`` (0 if calibrated)."""
+        return self.z.mean(0)
+
+    def mean_z_se(self) -> Tensor:
+        """Standard error of :meth:`mean_z`, ``[d]``."""
+        return self.z.std(0) / math.sqrt(self.num_data_sets)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"names": self.names, "num_data_sets": self.num_data_sets, "level": self.level,
+                "coverage": self.coverage().tolist(), "coverage_se": self.coverage_se().tolist(),
+                "mean_z": self.mean_z().tolist(), "mean_z_se": self.mean_z_se().tolist(),
+                "sd_z": self.z.std(0).tolist(), "mean_width": self.width.mean(0).tolist(),
+                "mean_posterior_mean": self.posterior_mean.mean(0).tolist(),
+                "half_shift_max": float(self.half_shift.max()), "settings": self.settings}
+
+    def summary(self) -> str:
+        """A markdown table: coverage, mean z and mean interval width per parameter."""
+        se = float(self.coverage_se()[0])
+        lines = [f"| parameter | coverage ({self.level:g}; MC se {se:.3f}) | mean z (se) | sd z | mean width |",
+                 "|---|---|---|---|---|"]
+        for j, name in enumerate(self.names):
+            lines.append(f"| {name} | {float(self.coverage()[j]):.3f} | {float(self.mean_z()[j]):+.2f} "
+                         f"({float(self.mean_z_se()[j]):.2f}) | {float(self.z[:, j].std()):.2f} | "
+                         f"{float(self.width[:, j].mean()):.3g} |")
+        return "\n".join(lines)
+
+    def plot(self, path: str | None = None, *, bins: int = 10):
+        """Rank histograms, one panel per parameter, with the 99% band of a uniform histogram."""
+        from .plots import _pyplot
+
+        plt = _pyplot()
+        d = len(self.names)
+        cols = min(4, d)
+        rows = math.ceil(d / cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(3 * cols, 2.4 * rows), squeeze=False)
+        m = self.num_data_sets
+        expected = m / bins
+        half = 2.576 * math.sqrt(m * (1 / bins) * (1 - 1 / bins))
+        for j, ax in enumerate(axes.flat):
+            if j >= d:
+                ax.axis("off")
+                continue
+            ax.axhspan(max(0.0, expected - half), expected + half, color="0.85")
+            ax.hist(self.ranks[:, j].numpy(), bins=bins, range=(0, 1), color="C0", edgecolor="white")
+            ax.set_title(f"{self.names[j]}: cover {float(self.coverage()[j]):.2f}", fontsize=9)
+            ax.set_xlim(0, 1)
+        fig.suptitle(f"rank of theta among the posterior draws ({m} data sets)", fontsize=10)
+        fig.tight_layout()
+        if path is not None:
+            fig.savefig(path, dpi=110)
+            plt.close(fig)
+        return fig
+
+
+def _data_set_scores(estimator, views: list[Tensor]):
+    """``u [M, C, d] -> [M, C, d]``: the learned likelihood score of chain ``c`` on data set ``m``
+    (:meth:`ScoreLangevin.likelihood_score` for every data set at once)."""
+    net, mean_net = estimator.score_net_, estimator.mean_net_
+    same_size = len({v.shape for v in views}) == 1
+    if same_size and hasattr(net, "sum_over_data_sets"):
+        data = torch.stack(views)
+
+        def summed(u: Tensor) -> Tensor:
+            return net.sum_over_data_sets(u, data)
+    else:
+        def summed(u: Tensor) -> Tensor:
+            return torch.stack([net.sum_over_observations(u[m], views[m]) for m in range(len(views))])
+    counts = torch.tensor([float(len(v)) for v in views], device=estimator.device)[:, None, None]
+
+    def score(u: Tensor) -> Tensor:
+        uf = u.float().to(estimator.device)
+        total = summed(uf)
+        if mean_net is not None:
+            total = total - counts * mean_net(uf)
+        return total.to(u.device, torch.float64)
+    return score
+
+
+def calibrate(
+    estimator,
+    num_data_sets: int = 100,
+    *,
+    prior: Any = None,
+    at: Tensor | None = None,
+    chains: int = 25,
+    draws_per_chain: int = 20,
+    burn_in: int = 2000,
+    thin: int = 20,
+    step_size_factor: float = 0.1,
+    level: float = 0.95,
+    seed: int | None = None,
+    progress: bool | None = None,
+) -> Calibration:
+    r"""Simulation-based calibration of a fitted ``estimator`` (see the module docstring).
+
+    Arguments:
+        estimator: a fitted :class:`~scorebayes.sbi.ScoreLangevin`.
+        num_data_sets: :math:`M`, data sets simulated at the estimator's data-set size.
+        prior: where the parameters come from and the chains' prior: a sampler with ``sample``
+            and ``grad_log_prob_unconstrained`` (as ``estimator.proposal_``). Default: the
+            table's proposal (:math:`q`, or the model's prior without localization); with
+            ``at``, the model's prior.
+        at: ``[d]`` one parameter for every data set (frequentist coverage at it).
+        chains, draws_per_chain, burn_in, thin: per data set, ``chains`` chains that keep
+            every ``thin``-th state after ``burn_in`` steps.
+        step_size_factor: :math:`\kappa` of the per-data-set step size.
+        level: the central intervals' level.
+        seed: default the estimator's.
+
+    Returns:
+        a :class:`Calibration`.
+    """
+    from .sbi import _prior_score_graph
+
+    estimator._check_fitted()
+    for name, value, least in (("num_data_sets", num_data_sets, 2), ("chains", chains, 1),
+                               ("draws_per_chain", draws_per_chain, 1), ("thin", thin, 1),
+                               ("burn_in", burn_in, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    if chains * draws_per_chain < 20:
+        raise ValueError(f"chains x draws_per_chain = {chains * draws_per_chain} draws per data set "
+                         "cannot resolve a rank: use at least 20")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    if not 0 < step_size_factor < 2:
+        raise ValueError(f"step_size_factor must be in (0, 2), got {step_size_factor}")
+    space = estimator.space
+    d = space.dim
+    if at is not None:
+        at = torch.as_tensor(at, dtype=torch.float64).reshape(-1)
+        if at.numel() != d or not torch.isfinite(space.to_unconstrained(at)).all():
+            raise ValueError(f"at must be {d} parameter values inside the prior's support, got {at.tolist()}")
+    if prior is None:
+        prior = PriorSampler(estimator.prior) if at is not None else estimator.proposal_
+    for method in ("sample", "grad_log_prob_unconstrained"):
+        if not callable(getattr(prior, method, None)):
+            raise TypeError(f"prior needs a {method}() method (as estimator.proposal_), got {type(prior).__name__}")
+    seed = estimator.seed if seed is None else seed
+    progress = estimator.progress if progress is None else progress
+    g = make_generator(seed, "calibrate")
+    names = estimator.parameter_names or [f"theta{j}" for j in range(d)]
+
+    # data sets, and each one's view and chain box
+    theta = at.expand(num_data_sets, d).clone() if at is not None else prior.sample(num_data_sets, g).double()
+    u_true = space.to_unconstrained(theta)
+    x = estimator.simulator(theta, estimator.n_obs_, g).to(estimator.x_obs_.dtype)
+    if estimator.noise_sd is not None:  # the score was learned for the noise-smoothed data
+        x = x + estimator.noise_sd * torch.randn(x.shape, generator=g, dtype=x.dtype)
+    views = [estimator._observations(x_m).float().to(estimator.device) for x_m in x]
+    low, high = estimator._sampling_region()
+    lows, highs = low.expand(num_data_sets, d).clone(), high.expand(num_data_sets, d).clone()
+    if estimator.support_fn is not None:
+        for m in range(num_data_sets):
+            s_low, s_high = estimator.support_fn(x[m])
+            lows[m] = torch.maximum(low, space.to_unconstrained(torch.as_tensor(s_low, dtype=torch.float64)))
+            highs[m] = torch.minimum(high, space.to_unconstrained(torch.as_tensor(s_high, dtype=torch.float64)))
+    score = _data_set_scores(estimator, views)
+
+    def prior_score(u: Tensor) -> Tensor:  # [..., d]
+        return prior.grad_log_prob_unconstrained(u.reshape(-1, d)).reshape(u.shape)
+
+    def prior_score_graph(u: Tensor) -> Tensor:  # differentiable in u (for the step size)
+        if isinstance(prior, PriorSampler):
+            return _prior_score_graph(prior.space, u)
+        return prior.grad_log_prob_unconstrained(u)
+
+    def drift(u: Tensor) -> Tensor:  # [M, C, d]
+        return score(u) + prior_score(u)
+
+    # starts from the table's proposal, reflected into each data set's box
+    u = space.to_unconstrained(estimator.proposal_.sample(num_data_sets * chains, g).double())
+    u = _reflect(u.reshape(num_data_sets, chains, d), lows[:, None], highs[:, None])
+    tau = torch.empty(num_data_sets, dtype=torch.float64)
+    for m in range(num_data_sets):
+        one = _data_set_scores(estimator, [views[m]])
+        probes = u[m, : min(2, chains)]
+        tau[m] = curvature_step_size(lambda v: one(v[None])[0] + prior_score_graph(v),
+                                     probes, kappa=step_size_factor).step_size
+    tau_c = tau[:, None, None]
+    noise_scale = (2 * tau_c).sqrt()
+    steps = burn_in + draws_per_chain * thin
+    draws = []
+    bar = _progress(steps, progress)
+    with torch.no_grad():
+        for step in range(steps):
+            u = u + tau_c * drift(u) + noise_scale * torch.randn(u.shape, generator=g, dtype=u.dtype)
+            u = _reflect(u, lows[:, None], highs[:, None])
+            if step >= burn_in and (step - burn_in + 1) % thin == 0:
+                draws.append(u.clone())
+            bar.update(1)
+    bar.close()
+    path = torch.stack(draws, 2)  # [M, C, D, d]
+    post = path.reshape(num_data_sets, chains * draws_per_chain, d)
+    sd = post.std(1).clamp_min(1e-300)
+    half = draws_per_chain // 2
+    if half:
+        half_shift = (path[:, :, :half].mean((1, 2)) - path[:, :, draws_per_chain - half:].mean((1, 2))).abs() / sd
+    else:
+        half_shift = torch.zeros(num_data_sets, d, dtype=torch.float64)
+    # the rank of theta among the L draws, ties broken at random: (#below + U)/(L + 1) is exactly
+    # Uniform(0, 1) for independent exact draws; the interval is the ranks' central ``level``
+    # (empirical quantiles of L draws cover only about level - 1/L: 0.90 for L = 40)
+    num = post.shape[1]
+    below = (post < u_true[:, None]).double().sum(1)
+    ranks = (below + torch.rand(below.shape, generator=g, dtype=torch.float64)) / (num + 1)
+    tail = (1 - level) / 2
+    lo, hi = post.quantile(tail, dim=1), post.quantile(1 - tail, dim=1)
+    return Calibration(
+        names=names, theta=theta, ranks=ranks, covered=(tail < ranks) & (ranks < 1 - tail),
+        z=(post.mean(1) - u_true) / sd,
+        width=space.to_constrained(hi) - space.to_constrained(lo),
+        posterior_mean=space.to_constrained(post).mean(1), level=level, step_sizes=tau,
+        half_shift=half_shift,
+        settings={"chains": chains, "draws_per_chain": draws_per_chain, "burn_in": burn_in, "thin": thin,
+                  "step_size_factor": step_size_factor, "seed": seed, "at": None if at is None else at.tolist(),
+                  "prior": type(prior).__name__})
+
+
+def _reflect(u: Tensor, low: Tensor, high: Tensor) -> Tensor:
+    """Reflect ``u`` into ``[low, high]`` once, then clamp (a far overshoot)."""
+    u = torch.where(u < low, 2 * low - u, u)
+    u = torch.where(u > high, 2 * high - u, u)
+    return torch.minimum(torch.maximum(u, low), high)
+
+
+def _progress(total: int, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="calibration chains", disable=not enabled, leave=False)

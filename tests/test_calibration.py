@@ -1,0 +1,202 @@
+"""Simulation-based calibration of a fitted ScoreLangevin (scorebayes.calibration).
+
+With the exact likelihood score in place of the network (a Gaussian mean, score (x - theta)/sigma^2)
+the posterior under the table's proposal is exact, so over M data sets every parameter's coverage
+is Binomial(M, 0.95)/M and the mean standardised error has mean 0: the checks allow 3.5 Monte
+Carlo standard errors. The same check must reject a score 3x too large (posteriors sqrt(3) too
+narrow) and a shifted score (a shared bias).
+"""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from scorebayes.calibration import calibrate
+from scorebayes.models import get_model
+from scorebayes.parallel import make_generator
+from scorebayes.sbi import ScoreLangevin
+from scorebayes.scores.networks import CoordinateViewScoreNet, ScoreNet
+from scorebayes.scores.training import TrainingSchedule
+
+M = 200  # data sets
+
+
+class _ExactGaussianScore(nn.Module):
+    """sum_i (X_i - u)/sigma^2 * scale + shift, as ScoreNet.sum_over_observations would return it."""
+
+    def __init__(self, sigma: float, scale: float = 1.0, shift: float = 0.0):
+        super().__init__()
+        self.sigma, self.scale, self.shift = sigma, scale, shift
+
+    def sum_over_observations(self, theta, x):
+        return self.scale * (x[None] - theta[:, None, :]).sum(1) / self.sigma**2 + self.shift
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    """An n-model fitted on a 2-d Gaussian mean as in test_sbi_exact.py (there its posterior is
+    within 0.3 sd and 25% of the exact one)."""
+    model = get_model("gaussian_mean")
+    model.n_obs = 20
+    x_obs = model.observed(make_generator(11, "calibration"))
+    est = ScoreLangevin(model.prior, model.simulator, mode="n", num_simulations=400, seed=3, progress=False,
+                        localization={"replicates": 30, "iterations": 150},
+                        schedule=TrainingSchedule(epochs=60, penalty_epochs=10, batch_size=16, patience=15),
+                        curvature_penalties=(0.0, 1e-2), parameter_names=model.parameter_names)
+    return model, est.fit(x_obs)
+
+
+def _with_score(est, net):
+    est.score_net_ = net
+    return est
+
+
+def test_the_exact_score_is_calibrated(fitted):
+    model, est = fitted
+    learned = est.score_net_
+    try:
+        cal = calibrate(_with_score(est, _ExactGaussianScore(model.sigma)), M, chains=10,
+                        draws_per_chain=10, burn_in=100, thin=5, progress=False)
+    finally:
+        est.score_net_ = learned
+    se = math.sqrt(0.95 * 0.05 / M)
+    assert ((cal.coverage() - 0.95).abs() < 3.5 * se).all(), cal.summary()
+    assert (cal.mean_z().abs() < 3.5 / math.sqrt(M)).all(), cal.summary()  # sd of z is about 1
+    assert ((cal.z.std(0) - 1).abs() < 0.2).all(), cal.summary()
+    assert cal.half_shift.median() < 0.3
+    assert cal.ranks.shape == (M, 2) and cal.names == model.parameter_names
+    # the interval width in theta: 2 x 1.96 posterior sds, v = 1/(1/s_q^2 + n/sigma^2) per coordinate
+    v = 1 / (1 / est.proposal_.sd**2 + model.n_obs / model.sigma**2)
+    assert torch.allclose(cal.width.mean(0), 2 * 1.96 * v.sqrt(), rtol=0.1)
+
+
+@pytest.mark.parametrize("scale, shift, broken", [(3.0, 0.0, "coverage"), (1.0, 5.0, "mean_z")])
+def test_a_wrong_score_fails_the_check(fitted, scale, shift, broken):
+    model, est = fitted
+    learned = est.score_net_
+    try:
+        cal = calibrate(_with_score(est, _ExactGaussianScore(model.sigma, scale, shift)), M, chains=10,
+                        draws_per_chain=10, burn_in=100, thin=5, progress=False)
+    finally:
+        est.score_net_ = learned
+    if broken == "coverage":  # sqrt(3) too narrow: P(|z| < 1.96/sqrt(3)) = 0.74
+        assert (cal.coverage() < 0.85).all(), cal.summary()
+    else:  # the posterior mean moves by shift * v = 5/20 = 0.25 = 1.1 posterior sds
+        assert (cal.mean_z() > 0.7).all(), cal.summary()
+
+
+def test_at_a_parameter_draws_every_data_set_there_under_the_model_prior(fitted):
+    model, est = fitted
+    learned = est.score_net_
+    at = model.true_parameters  # inside the trained region (the chains stay in it)
+    try:
+        cal = calibrate(_with_score(est, _ExactGaussianScore(model.sigma)), 100, at=at, chains=10,
+                        draws_per_chain=4, burn_in=100, thin=5, progress=False)
+    finally:
+        est.score_net_ = learned
+    assert torch.equal(cal.theta, at.expand(100, 2))
+    assert cal.settings["prior"] == "PriorSampler" and cal.settings["at"] == at.tolist()
+    # a N(0, 3^2) prior against n = 20 unit-variance observations: the interval's frequentist
+    # coverage at theta is 0.95 up to the prior's pull (<1% here)
+    se = math.sqrt(0.95 * 0.05 / 100)
+    assert ((cal.coverage() - 0.95).abs() < 3.5 * se).all(), cal.summary()
+
+
+def test_the_learned_score_passes(fitted):
+    """The fixture's network against the same check (4 Monte Carlo SEs: it is learned)."""
+    model, est = fitted
+    cal = calibrate(est, M, chains=10, draws_per_chain=10, burn_in=100, thin=5, progress=False)
+    se = math.sqrt(0.95 * 0.05 / M)
+    assert ((cal.coverage() - 0.95).abs() < 4 * se).all(), cal.summary()
+
+
+def test_summary_plot_and_dict(fitted, tmp_path):
+    model, est = fitted
+    cal = calibrate(est, 20, chains=4, draws_per_chain=5, burn_in=20, thin=2, progress=False)
+    assert "| mu0 |" in cal.summary() and "coverage" in cal.summary()
+    cal.plot(tmp_path / "ranks.png")
+    assert (tmp_path / "ranks.png").stat().st_size > 1000
+    d = cal.to_dict()
+    assert d["num_data_sets"] == 20 and len(d["coverage"]) == 2
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"num_data_sets": 1}, ValueError, "num_data_sets"),
+    ({"chains": 0}, ValueError, "chains"),
+    ({"thin": 1.5}, ValueError, "thin"),
+    ({"chains": 2, "draws_per_chain": 5}, ValueError, "resolve a rank"),
+    ({"level": 1.0}, ValueError, "level"),
+    ({"step_size_factor": 2.5}, ValueError, "step_size_factor"),
+    ({"at": [0.1, 0.2, 0.3]}, ValueError, "at must be 2"),
+    ({"prior": object()}, TypeError, "sample"),
+])
+def test_bad_arguments_are_refused_before_any_simulation(fitted, kwargs, error, match):
+    model, est = fitted
+    kwargs = {"num_data_sets": 10, **kwargs}
+    with pytest.raises(error, match=match):
+        calibrate(est, **kwargs)
+
+
+def test_an_unfitted_estimator_is_refused():
+    model = get_model("gaussian_mean")
+    with pytest.raises(RuntimeError, match="fit"):
+        calibrate(ScoreLangevin(model.prior, model.simulator, progress=False))
+
+
+@pytest.mark.parametrize("options", [{}, {"tied": [[0, 1, 2]]}, {"embedding": 3}])
+def test_view_networks_sum_over_many_data_sets_as_over_each(options):
+    torch.manual_seed(0)
+    views = [[0, 1], [2, 3], [4, 5], [0, 5]]
+    net = CoordinateViewScoreNet(4, 6, views, hidden=(8, 5), **options)
+    theta, x = torch.randn(3, 7, 4), torch.randn(3, 2, 6)
+    together = net.sum_over_data_sets(theta, x)
+    apart = torch.stack([net.sum_over_observations(theta[m], x[m]) for m in range(3)])
+    assert torch.allclose(together, apart, atol=1e-5)
+
+
+@pytest.mark.parametrize("hidden", [(8, 5), ()])
+def test_score_networks_sum_over_many_data_sets_as_over_each(hidden):
+    torch.manual_seed(0)
+    net = ScoreNet(3, 4, hidden=hidden)
+    theta, x = torch.randn(5, 7, 3), torch.randn(5, 6, 4)
+    together = net.sum_over_data_sets(theta, x)
+    apart = torch.stack([net.sum_over_observations(theta[m], x[m]) for m in range(5)])
+    assert torch.allclose(together, apart, atol=1e-5)
+
+
+def test_the_chains_use_the_given_prior(fitted):
+    """A Gaussian location posterior with a flat prior has exact frequentist coverage, so the
+    checks above would pass without the prior's score; here a prior 0.05 wide, centred 1 above
+    theta*, holds the posterior about 19 posterior sds from theta*."""
+    from scorebayes.proposal import GaussianProposal
+
+    model, est = fitted
+    learned = est.score_net_
+    truth = model.true_parameters
+    prior = GaussianProposal(est.space, truth + 1, torch.full((2,), 0.05))
+    try:
+        cal = calibrate(_with_score(est, _ExactGaussianScore(model.sigma)), 20, at=truth, prior=prior,
+                        chains=10, draws_per_chain=4, burn_in=100, thin=5, progress=False)
+    finally:
+        est.score_net_ = learned
+    assert cal.settings["prior"] == "GaussianProposal"
+    assert (cal.coverage() == 0).all() and (cal.mean_z() > 10).all(), cal.summary()
+
+
+@pytest.mark.parametrize("score_sigma, calibrated", [(math.sqrt(2.0), True), (1.0, False)])
+def test_noise_smoothed_estimators_are_checked_on_noisy_data(fitted, score_sigma, calibrated):
+    """With noise_sd = sigma = 1 the network learns the score of X + N(0, 1) noise, a Gaussian mean
+    with variance 2: that exact score is calibrated on the noisy data, the noiseless one (1/sqrt(2)
+    too narrow, coverage about 0.83) is not."""
+    model, est = fitted
+    learned = est.score_net_
+    est.noise_sd = 1.0
+    try:
+        cal = calibrate(_with_score(est, _ExactGaussianScore(score_sigma)), M, chains=10,
+                        draws_per_chain=10, burn_in=100, thin=5, progress=False)
+    finally:
+        est.score_net_, est.noise_sd = learned, None
+    se = math.sqrt(0.95 * 0.05 / M)
+    assert ((cal.coverage() - 0.95).abs() < 3.5 * se).all() == calibrated, cal.summary()
