@@ -40,7 +40,7 @@ from .parallel import make_generator
 from .samplers.langevin import curvature_step_size
 from .proposal import PriorSampler
 
-__all__ = ["Calibration", "calibrate"]
+__all__ = ["Calibration", "calibrate", "check_options", "OPTIONS"]
 
 
 @dataclass
@@ -146,6 +146,31 @@ class Calibration:
         return fig
 
 
+OPTIONS = ("num_data_sets", "at", "chains", "draws_per_chain", "burn_in", "thin", "step_size_factor", "level")
+
+
+def check_options(**options: Any) -> None:
+    """Check :func:`calibrate`'s options (names in ``OPTIONS``) before any work: ``ValueError``
+    naming the first bad one (the CLI checks a config's ``calibration`` table with it before fitting)."""
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown calibration option(s) {unknown}; known: {list(OPTIONS)}")
+    for name, least in (("num_data_sets", 2), ("chains", 1), ("draws_per_chain", 1), ("thin", 1), ("burn_in", 0)):
+        value = options.get(name, least)
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    draws = options.get("chains", 25) * options.get("draws_per_chain", 20)
+    if draws < 20:
+        raise ValueError(f"chains x draws_per_chain = {draws} draws per data set cannot resolve a rank: "
+                         "use at least 20")
+    level = options.get("level", 0.95)
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    kappa = options.get("step_size_factor", 0.1)
+    if isinstance(kappa, bool) or not isinstance(kappa, (int, float)) or not 0 < kappa < 2:
+        raise ValueError(f"step_size_factor must be in (0, 2), got {kappa!r}")
+
+
 def _data_set_scores(estimator, views: list[Tensor]):
     """``u [M, C, d] -> [M, C, d]``: the learned likelihood score of chain ``c`` on data set ``m``
     (:meth:`ScoreLangevin.likelihood_score` for every data set at once)."""
@@ -207,18 +232,8 @@ def calibrate(
     from .sbi import _prior_score_graph
 
     estimator._check_fitted()
-    for name, value, least in (("num_data_sets", num_data_sets, 2), ("chains", chains, 1),
-                               ("draws_per_chain", draws_per_chain, 1), ("thin", thin, 1),
-                               ("burn_in", burn_in, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
-    if chains * draws_per_chain < 20:
-        raise ValueError(f"chains x draws_per_chain = {chains * draws_per_chain} draws per data set "
-                         "cannot resolve a rank: use at least 20")
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
-    if not 0 < step_size_factor < 2:
-        raise ValueError(f"step_size_factor must be in (0, 2), got {step_size_factor}")
+    check_options(num_data_sets=num_data_sets, chains=chains, draws_per_chain=draws_per_chain,
+                  burn_in=burn_in, thin=thin, step_size_factor=step_size_factor, level=level)
     space = estimator.space
     d = space.dim
     if at is not None:

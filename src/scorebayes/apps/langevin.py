@@ -20,6 +20,11 @@ Langevin chains instead (run with all the sampling options; the correction then 
 count) and ``mh_jump_every = k`` makes every k-th step a pCN jump, so that chains stuck in a
 spurious region of the learned score can leave it (on M/G/1: ``benchmarks/results/mg1.md``,
 single-model-features-mh).
+``calibration = {num_data_sets = 100}`` (any :func:`scorebayes.calibration.calibrate` options, or
+``true`` for its defaults) checks the fit afterwards by simulation-based calibration on the table's
+proposal: ``calibration.md`` (coverage and mean standardised error per parameter),
+``calibration_ranks.png`` and ``summary.json["calibration"]``. A failure there is reported in
+``summary.json["calibration_error"]`` and loses nothing else.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from .. import calibration as calibration_check
 from ..config import ConfigError, check_keys, load_callable
 from ..posterior import _finite_or_none  # JSON has no NaN: undefined checks become null
 from ..sbi import ScoreLangevin
@@ -99,6 +105,7 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
     if mh_jump_every is not None and (isinstance(mh_jump_every, bool) or not isinstance(mh_jump_every, int)
                                       or mh_jump_every < 1):
         raise ConfigError(f"[options] mh_jump_every must be an integer >= 1, got {mh_jump_every!r}")
+    calibration = _calibration_options(options.pop("calibration", None), d)
     init, sample = split_options(options, base_dir)
     model = builtin_model(config)
     spread = init.get("data_features") == "builtin"
@@ -149,7 +156,10 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
                                progress=progress)
         posterior.info.update(simulations=sum(estimator.simulations_.values()),
                               simulations_by_stage=dict(estimator.simulations_))
-    return AppResult(posterior, {"simulations": posterior.info["simulations"],
+    extra = {}
+    if calibration is not None:
+        extra = _calibrate(estimator, calibration, out_dir, seed=seed, progress=progress)
+    return AppResult(posterior, {**extra, "simulations": posterior.info["simulations"],
                                  "simulations_by_stage": posterior.info["simulations_by_stage"],
                                  "step_size": posterior.info["step_size"],
                                  # sampler checks (sbi.ScoreLangevin.sample; absent after MH correction)
@@ -159,3 +169,42 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
                                  "failed_simulations": int(estimator.faults_["failed"]),
                                  "nonfinite_simulations": int(estimator.faults_["nonfinite"]),
                                  "resumed_simulations": estimator.faults_["resumed"]}, truth)
+
+
+def _calibration_options(value: Any, d: int) -> dict[str, Any] | None:
+    """``[options] calibration`` (``true`` or a table of calibrate options), checked before any fit."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError("[options] calibration must be true or a table of calibrate options, "
+                          f"e.g. {{num_data_sets = 100}}; got {value!r}")
+    check_keys(value, set(calibration_check.OPTIONS), "[options] calibration")
+    if "at" in value and (not isinstance(value["at"], list) or len(value["at"]) != d):
+        raise ConfigError(f"[options] calibration.at must be a list of {d} parameter values")
+    try:
+        calibration_check.check_options(**{k: v for k, v in value.items() if k != "at"})
+    except ValueError as err:
+        raise ConfigError(f"[options] calibration: {err}") from None
+    return dict(value)
+
+
+def _calibrate(estimator: ScoreLangevin, options: dict[str, Any], out_dir: Path, *, seed: int,
+               progress: bool) -> dict[str, Any]:
+    """Run the calibration, write ``calibration.md`` and ``calibration_ranks.png``; a failure is
+    returned as ``calibration_error`` (the posterior is written all the same)."""
+    import warnings
+
+    try:
+        cal = calibration_check.calibrate(estimator, **options, seed=seed, progress=progress)
+    except Exception as err:  # noqa: BLE001 - the posterior must still be written
+        warnings.warn(f"calibration failed: {err}", stacklevel=2)
+        return {"calibration_error": f"{type(err).__name__}: {err}"}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "calibration.md").write_text(
+        f"# Simulation-based calibration ({cal.num_data_sets} data sets, "
+        f"{'theta = ' + str(options['at']) + ', the prior' if 'at' in options else 'theta from the table proposal'})"
+        f"\n\n{cal.summary()}\n")
+    cal.plot(out_dir / "calibration_ranks.png")
+    return {"calibration": {**cal.to_dict(), "settings": {**cal.settings}}}
