@@ -4,8 +4,8 @@ With the exact likelihood score in place of the network (a Gaussian mean, score 
 the posterior under the table's proposal is exact, so over M data sets every parameter's coverage
 is Binomial(M, 0.95)/M and the mean standardised error has mean 0: the checks allow 3.5 Monte
 Carlo standard errors. The same check must reject a score 3x too large (posteriors sqrt(3) too
-narrow) and a shifted score (a shared bias). Also: the batched network sums, the CLI option
-``calibration``, and the errors.
+narrow) and a shifted score (a shared bias). Also: the batched network sums, the score-mean test,
+and the errors (the CLI option ``calibration``: tests/test_cli_langevin.py).
 """
 
 import math
@@ -203,75 +203,33 @@ def test_noise_smoothed_estimators_are_checked_on_noisy_data(fitted, score_sigma
     assert ((cal.coverage() - 0.95).abs() < 3.5 * se).all() == calibrated, cal.summary()
 
 
-CLI_CONFIG = '''method = "score-langevin"
-seed = 2
-[model]
-simulator = "sim.py:simulate"
-parameters = ["mu"]
-[[prior]]
-dist = "normal"
-loc = 0.0
-scale = 5.0
-[data]
-true_parameters = [1.5]
-n = 20
-[options]
-mode = "n"
-num_simulations = 200
-localize = false
-curvature_penalties = [0.0]
-schedule = { epochs = 3, patience = 3 }
-num_samples = 100
-calibration = %s
-'''
+@pytest.mark.parametrize("scale, shift, biased", [(1.0, 0.0, False), (3.0, 0.0, False), (1.0, 1.0, True)])
+def test_score_mean_test_finds_a_biased_score_not_a_scaled_one(fitted, scale, shift, biased):
+    """E[s(theta, x)] = 0 under x ~ p(x|theta) for the exact score, and for it times 3; a shift of
+    1 per data set against a score sd of sqrt(20) = 4.5 gives t = 1 / (4.5 / sqrt(4000)) = 14 (+-1)."""
+    from scorebayes.calibration import score_mean_test
+
+    model, est = fitted
+    learned = est.score_net_
+    try:
+        result = score_mean_test(_with_score(est, _ExactGaussianScore(model.sigma, scale, shift)),
+                                 model.true_parameters, 4000)
+    finally:
+        est.score_net_ = learned
+    if biased:
+        assert (result.t > 7).all(), result.summary()
+        # the implied shift: I^-1 E[s] = 1 / 20 per coordinate (Monte Carlo SE 0.0035)
+        assert torch.allclose(result.shift, torch.full((2,), 0.05, dtype=torch.float64), rtol=0.25)
+    else:
+        assert (result.t.abs() < 4).all(), result.summary()
+    assert "| mu0 |" in result.summary() and len(result.to_dict()["t"]) == 2
 
 
-def _cli(tmp_path, calibration: str) -> int:
-    from scorebayes.cli import main
+def test_score_mean_test_refuses_bad_input(fitted):
+    from scorebayes.calibration import score_mean_test
 
-    (tmp_path / "sim.py").write_text(
-        "import torch\n"
-        "def simulate(theta, n, generator=None):\n"
-        "    return theta[:, None, :] + torch.randn(theta.shape[0], n, 1, generator=generator,"
-        " dtype=theta.dtype)\n")
-    (tmp_path / "run.toml").write_text(CLI_CONFIG % calibration)
-    return main(["run", str(tmp_path / "run.toml"), "--out", str(tmp_path / "out"), "--quiet"])
-
-
-def test_cli_option_calibration_writes_its_report(tmp_path):
-    import json
-
-    assert _cli(tmp_path, "{num_data_sets = 20, chains = 4, draws_per_chain = 5, burn_in = 20, thin = 2}") == 0
-    out = tmp_path / "out"
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["calibration"]["num_data_sets"] == 20 and len(summary["calibration"]["coverage"]) == 1
-    assert "| mu |" in (out / "calibration.md").read_text()
-    assert (out / "calibration_ranks.png").stat().st_size > 1000 and (out / "samples.csv").exists()
-
-
-@pytest.mark.parametrize("calibration, message", [
-    ('"yes"', "must be true or a table"),
-    ("{data_sets = 20}", "data_sets"),
-    ("{num_data_sets = 1}", "num_data_sets must be an integer >= 2"),
-    ("{at = [1.0, 2.0]}", "calibration.at must be a list of 1"),
-])
-def test_cli_bad_calibration_options_fail_before_the_fit(tmp_path, capsys, calibration, message):
-    assert _cli(tmp_path, calibration) == 2
-    assert message in capsys.readouterr().err
-    assert not (tmp_path / "out" / "summary.json").exists()
-
-
-def test_cli_a_failed_calibration_loses_nothing_else(tmp_path, monkeypatch):
-    import json
-
-    import scorebayes.calibration as calibration
-
-    def broken(*args, **kwargs):
-        raise RuntimeError("chains diverged")
-
-    monkeypatch.setattr(calibration, "calibrate", broken)
-    with pytest.warns(UserWarning, match="calibration failed"):
-        assert _cli(tmp_path, "true") == 0
-    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert summary["calibration_error"] == "RuntimeError: chains diverged"
-    assert (tmp_path / "out" / "samples.csv").exists() and "calibration" not in summary
+    model, est = fitted
+    with pytest.raises(ValueError, match="theta must be 2"):
+        score_mean_test(est, [0.0, 1.0, 2.0])
+    with pytest.raises(ValueError, match="num_data_sets"):
+        score_mean_test(est, model.true_parameters, 5)

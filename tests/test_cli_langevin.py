@@ -106,3 +106,42 @@ def test_two_functions_from_one_file_are_one_module(tmp_path):
     summary = load_callable("funcs.py:summary", tmp_path)
     assert pickle.loads(pickle.dumps(simulate)) is simulate
     assert pickle.loads(pickle.dumps(summary)) is summary
+
+
+def test_option_calibration_writes_its_report(tmp_path):
+    cfg = write(tmp_path, extra="calibration = {num_data_sets = 20, chains = 4, draws_per_chain = 5, "
+                               "burn_in = 20, thin = 2}")
+    out = tmp_path / "out"
+    assert main(["run", str(cfg), "--out", str(out), "--quiet"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["calibration"]["num_data_sets"] == 20 and len(summary["calibration"]["coverage"]) == 1
+    assert "| mu |" in (out / "calibration.md").read_text()
+    assert (out / "calibration_ranks.png").stat().st_size > 1000 and (out / "samples.csv").exists()
+
+
+@pytest.mark.parametrize("calibration, message", [
+    ('"yes"', "must be true or a table"),
+    ("{data_sets = 20}", "data_sets"),
+    ("{num_data_sets = 1}", "num_data_sets must be an integer >= 2"),
+    ("{at = [1.0, 2.0]}", "calibration.at must be a list of 1"),
+])
+def test_bad_calibration_options_fail_before_the_fit(tmp_path, capsys, calibration, message):
+    out = tmp_path / "out"
+    assert main(["run", str(write(tmp_path, extra=f"calibration = {calibration}")), "--out", str(out), "--quiet"]) == 2
+    assert message in capsys.readouterr().err
+    assert not (out / "summary.json").exists()
+
+
+def test_a_failed_calibration_loses_nothing_else(tmp_path, monkeypatch):
+    import scorebayes.calibration as calibration
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("chains diverged")
+
+    monkeypatch.setattr(calibration, "calibrate", broken)
+    out = tmp_path / "out"
+    with pytest.warns(UserWarning, match="calibration failed"):
+        assert main(["run", str(write(tmp_path, extra="calibration = true")), "--out", str(out), "--quiet"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["calibration_error"] == "RuntimeError: chains diverged"
+    assert (out / "samples.csv").exists() and "calibration" not in summary

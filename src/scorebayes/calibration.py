@@ -40,7 +40,7 @@ from .parallel import make_generator
 from .samplers.langevin import curvature_step_size
 from .proposal import PriorSampler
 
-__all__ = ["Calibration", "calibrate", "check_options", "OPTIONS"]
+__all__ = ["Calibration", "calibrate", "check_options", "OPTIONS", "ScoreMeanTest", "score_mean_test"]
 
 
 @dataclass
@@ -253,10 +253,7 @@ def calibrate(
     # data sets, and each one's view and chain box
     theta = at.expand(num_data_sets, d).clone() if at is not None else prior.sample(num_data_sets, g).double()
     u_true = space.to_unconstrained(theta)
-    x = estimator.simulator(theta, estimator.n_obs_, g).to(estimator.x_obs_.dtype)
-    if estimator.noise_sd is not None:  # the score was learned for the noise-smoothed data
-        x = x + estimator.noise_sd * torch.randn(x.shape, generator=g, dtype=x.dtype)
-    views = [estimator._observations(x_m).float().to(estimator.device) for x_m in x]
+    x, views = _simulate_views(estimator, theta, g)
     low, high = estimator._sampling_region()
     lows, highs = low.expand(num_data_sets, d).clone(), high.expand(num_data_sets, d).clone()
     if estimator.support_fn is not None:
@@ -324,6 +321,84 @@ def calibrate(
         settings={"chains": chains, "draws_per_chain": draws_per_chain, "burn_in": burn_in, "thin": thin,
                   "step_size_factor": step_size_factor, "seed": seed, "at": None if at is None else at.tolist(),
                   "prior": type(prior).__name__})
+
+
+def _simulate_views(estimator, theta: Tensor, g: torch.Generator) -> tuple[Tensor, list[Tensor]]:
+    """One data set per row of ``theta [M, d]`` at the estimator's size (noise-smoothed if the
+    estimator is), and each one's network view: ``(x [M, n, p], [view [n_units, p_net]] * M)``."""
+    x = estimator.simulator(theta, estimator.n_obs_, g).to(estimator.x_obs_.dtype)
+    if estimator.noise_sd is not None:  # the score was learned for the noise-smoothed data
+        x = x + estimator.noise_sd * torch.randn(x.shape, generator=g, dtype=x.dtype)
+    return x, [estimator._observations(x_m).float().to(estimator.device) for x_m in x]
+
+
+@dataclass
+class ScoreMeanTest:
+    r"""The outcome of :func:`score_mean_test` at one parameter (``d`` parameters, in ``u``).
+
+    Attributes:
+        names, theta: the parameters' names and the parameter tested, ``[d]``.
+        mean, se: the learned score's mean over the data sets and its standard error, ``[d]``.
+        t: ``mean / se`` (about N(0, 1) per parameter if the score is right).
+        shift: :math:`\hat I^{-1}\bar s` with :math:`\hat I` the scores' covariance (the Fisher
+            information for a true score): roughly how far the score's bias moves a posterior
+            that the data dominate, in ``u``; ``shift_sd`` divides it by :math:`\sqrt{(\hat I^{-1})_{jj}}`.
+    """
+
+    names: list[str]
+    theta: Tensor
+    mean: Tensor
+    se: Tensor
+    t: Tensor
+    shift: Tensor
+    shift_sd: Tensor
+    num_data_sets: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"names": self.names, "theta": self.theta.tolist(), "num_data_sets": self.num_data_sets,
+                **{k: getattr(self, k).tolist() for k in ("mean", "se", "t", "shift", "shift_sd")}}
+
+    def summary(self) -> str:
+        """A markdown table: t statistic and implied shift per parameter."""
+        lines = [f"| parameter | t = mean / se ({self.num_data_sets} data sets) | shift (u) | shift / sd |",
+                 "|---|---|---|---|"]
+        for j, name in enumerate(self.names):
+            lines.append(f"| {name} | {float(self.t[j]):+.1f} | {float(self.shift[j]):+.3f} | "
+                         f"{float(self.shift_sd[j]):+.2f} |")
+        return "\n".join(lines)
+
+
+def score_mean_test(estimator, theta: Tensor, num_data_sets: int = 1000, *, seed: int | None = None) -> ScoreMeanTest:
+    r"""Does the learned score have mean zero where it should? For the true likelihood score,
+    :math:`\mathbb E_{x\sim p(x\mid\theta)}\,\nabla_u\log p(x\mid T(u)) = 0` at every
+    :math:`\theta`: simulate ``num_data_sets`` data sets at ``theta [d]`` and test the learned
+    score's mean there (no sampling involved). It finds a biased score, not a badly scaled one
+    (a score 3x too large still has mean zero: :func:`calibrate` finds that).
+
+    Returns:
+        a :class:`ScoreMeanTest`.
+    """
+    estimator._check_fitted()
+    if isinstance(num_data_sets, bool) or not isinstance(num_data_sets, int) or num_data_sets < 10:
+        raise ValueError(f"num_data_sets must be an integer >= 10, got {num_data_sets!r}")
+    space = estimator.space
+    d = space.dim
+    theta = torch.as_tensor(theta, dtype=torch.float64).reshape(-1)
+    if theta.numel() != d or not torch.isfinite(space.to_unconstrained(theta)).all():
+        raise ValueError(f"theta must be {d} parameter values inside the prior's support, got {theta.tolist()}")
+    g = make_generator(estimator.seed if seed is None else seed, "score-mean-test")
+    _, views = _simulate_views(estimator, theta.expand(num_data_sets, d).clone(), g)
+    u = space.to_unconstrained(theta).expand(num_data_sets, 1, d)
+    with torch.no_grad():
+        scores = _data_set_scores(estimator, views)(u)[:, 0]  # [M, d]
+    mean, se = scores.mean(0), scores.std(0) / math.sqrt(num_data_sets)
+    info = torch.cov(scores.T).reshape(d, d)
+    inverse = torch.linalg.pinv(info)
+    shift = inverse @ mean
+    return ScoreMeanTest(names=estimator.parameter_names or [f"theta{j}" for j in range(d)], theta=theta,
+                         mean=mean, se=se, t=mean / se.clamp_min(1e-300), shift=shift,
+                         shift_sd=shift / inverse.diagonal().clamp_min(1e-300).sqrt(),
+                         num_data_sets=num_data_sets)
 
 
 def _reflect(u: Tensor, low: Tensor, high: Tensor) -> Tensor:
