@@ -180,7 +180,11 @@ def _data_set_scores(estimator, views: list[Tensor]):
         data = torch.stack(views)
 
         def summed(u: Tensor) -> Tensor:
-            return net.sum_over_data_sets(u, data)
+            # data sets in chunks of about 2**22 first-layer activations (128 units assumed): a
+            # single-model data set of n = 1,000 rows would otherwise hold M C n H floats at once
+            per = max(1, (1 << 22) // max(1, u.shape[1] * data.shape[1] * 128))
+            return torch.cat([net.sum_over_data_sets(u[i:i + per], data[i:i + per])
+                              for i in range(0, len(data), per)])
     else:
         def summed(u: Tensor) -> Tensor:
             return torch.stack([net.sum_over_observations(u[m], views[m]) for m in range(len(views))])
