@@ -233,3 +233,26 @@ def test_score_mean_test_refuses_bad_input(fitted):
         score_mean_test(est, [0.0, 1.0, 2.0])
     with pytest.raises(ValueError, match="num_data_sets"):
         score_mean_test(est, model.true_parameters, 5)
+
+
+def test_the_chains_stay_in_each_data_sets_support(fitted):
+    """support_fn cuts every data set's chain box (ScoreLangevin.chain_box(x)): with the support
+    starting 0.3 above theta*, no draw lies below theta*, so every rank is below 1/(L + 1)."""
+    model, est = fitted
+    learned = est.score_net_
+    truth = model.true_parameters
+    calls = []
+
+    def support(x):
+        calls.append(x.shape)
+        return (truth + 0.3).tolist(), [math.inf, math.inf]
+
+    est.support_fn = support
+    try:
+        cal = calibrate(_with_score(est, _ExactGaussianScore(model.sigma)), 20, at=truth, chains=10,
+                        draws_per_chain=4, burn_in=100, thin=5, progress=False)
+    finally:
+        est.score_net_, est.support_fn = learned, None
+    assert len(calls) == 20 and calls[0] == (model.n_obs, 2)
+    assert (cal.ranks < 1 / 41).all() and (cal.coverage() == 0).all()
+    assert (cal.posterior_mean >= truth + 0.3).all()

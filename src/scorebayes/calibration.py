@@ -19,8 +19,8 @@ are amortised over data sets near the observed one).
 
 The chains are :meth:`~scorebayes.sbi.ScoreLangevin.sample`'s: unadjusted Langevin in
 :math:`u`, step :math:`\tau_i = \kappa/\lambda_{\max,i}` per data set
-(:func:`~scorebayes.samplers.langevin.curvature_step_size`), reflected into the trained region
-(cut to each data set's support with ``support_fn``); all data sets run together.
+(:func:`~scorebayes.samplers.langevin.curvature_step_size`), reflected into
+:meth:`~scorebayes.sbi.ScoreLangevin.chain_box` of each data set; all data sets run together.
 
 References:
     | Validating Bayesian Inference Algorithms with Simulation-Based Calibration
@@ -35,9 +35,10 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from tqdm.auto import tqdm
 
 from .parallel import make_generator
-from .samplers.langevin import curvature_step_size
+from .samplers.langevin import curvature_step_size, reflect_into_box
 from .proposal import PriorSampler
 
 __all__ = ["Calibration", "calibrate", "check_options", "OPTIONS", "ScoreMeanTest", "score_mean_test"]
@@ -258,13 +259,10 @@ def calibrate(
     theta = at.expand(num_data_sets, d).clone() if at is not None else prior.sample(num_data_sets, g).double()
     u_true = space.to_unconstrained(theta)
     x, views = _simulate_views(estimator, theta, g)
-    low, high = estimator._sampling_region()
-    lows, highs = low.expand(num_data_sets, d).clone(), high.expand(num_data_sets, d).clone()
-    if estimator.support_fn is not None:
-        for m in range(num_data_sets):
-            s_low, s_high = estimator.support_fn(x[m])
-            lows[m] = torch.maximum(low, space.to_unconstrained(torch.as_tensor(s_low, dtype=torch.float64)))
-            highs[m] = torch.minimum(high, space.to_unconstrained(torch.as_tensor(s_high, dtype=torch.float64)))
+    if estimator.support_fn is None:  # one box for every data set
+        lows, highs = (b.expand(num_data_sets, d) for b in estimator.chain_box())
+    else:
+        lows, highs = (torch.stack(b) for b in zip(*(estimator.chain_box(x_m) for x_m in x)))
     score = _data_set_scores(estimator, views)
 
     def prior_score(u: Tensor) -> Tensor:  # [..., d]
@@ -280,7 +278,7 @@ def calibrate(
 
     # starts from the table's proposal, reflected into each data set's box
     u = space.to_unconstrained(estimator.proposal_.sample(num_data_sets * chains, g).double())
-    u = _reflect(u.reshape(num_data_sets, chains, d), lows[:, None], highs[:, None])
+    u = reflect_into_box(u.reshape(num_data_sets, chains, d), lows[:, None], highs[:, None])
     tau = torch.empty(num_data_sets, dtype=torch.float64)
     for m in range(num_data_sets):
         one = _data_set_scores(estimator, [views[m]])
@@ -291,11 +289,11 @@ def calibrate(
     noise_scale = (2 * tau_c).sqrt()
     steps = burn_in + draws_per_chain * thin
     draws = []
-    bar = _progress(steps, progress)
+    bar = tqdm(total=steps, desc="calibration chains", disable=not progress, leave=False)
     with torch.no_grad():
         for step in range(steps):
             u = u + tau_c * drift(u) + noise_scale * torch.randn(u.shape, generator=g, dtype=u.dtype)
-            u = _reflect(u, lows[:, None], highs[:, None])
+            u = reflect_into_box(u, lows[:, None], highs[:, None])
             if step >= burn_in and (step - burn_in + 1) % thin == 0:
                 draws.append(u.clone())
             bar.update(1)
@@ -404,15 +402,3 @@ def score_mean_test(estimator, theta: Tensor, num_data_sets: int = 1000, *, seed
                          shift_sd=shift / inverse.diagonal().clamp_min(1e-300).sqrt(),
                          num_data_sets=num_data_sets)
 
-
-def _reflect(u: Tensor, low: Tensor, high: Tensor) -> Tensor:
-    """Reflect ``u`` into ``[low, high]`` once, then clamp (a far overshoot)."""
-    u = torch.where(u < low, 2 * low - u, u)
-    u = torch.where(u > high, 2 * high - u, u)
-    return torch.minimum(torch.maximum(u, low), high)
-
-
-def _progress(total: int, enabled: bool):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc="calibration chains", disable=not enabled, leave=False)

@@ -859,12 +859,13 @@ class ScoreLangevin:
             high = torch.minimum(high, last["center"] + 4 * last["spread"])
         return low, high
 
-    def chain_box(self) -> tuple[Tensor, Tensor]:
+    def chain_box(self, x_obs: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Box in ``u`` the chains are reflected in, ``(low [d], high [d])``: the trained region
-        (cut after :meth:`refine_debiasing`) cut to the data's support (``support_fn``), if any."""
+        (cut after :meth:`refine_debiasing`) cut to the support (``support_fn``), if any, of
+        ``x_obs`` (default: the observed data)."""
         low, high = self._sampling_region()
         if self.support_fn is not None:
-            s_low, s_high = self.support_fn(self.x_obs_)
+            s_low, s_high = self.support_fn(self.x_obs_ if x_obs is None else x_obs)
             low = torch.maximum(low, self.space.to_unconstrained(torch.as_tensor(s_low, dtype=torch.float64)))
             high = torch.minimum(high, self.space.to_unconstrained(torch.as_tensor(s_high, dtype=torch.float64)))
         return low, high

@@ -207,4 +207,4 @@ def _calibrate(estimator: ScoreLangevin, options: dict[str, Any], out_dir: Path,
         f"{'theta = ' + str(options['at']) + ', the prior' if 'at' in options else 'theta from the table proposal'})"
         f"\n\n{cal.summary()}\n")
     cal.plot(out_dir / "calibration_ranks.png")
-    return {"calibration": {**cal.to_dict(), "settings": {**cal.settings}}}
+    return {"calibration": cal.to_dict()}
