@@ -105,6 +105,27 @@ def test_at_a_parameter_draws_every_data_set_there_under_the_model_prior(fitted)
     assert ((cal.coverage() - 0.95).abs() < 3.5 * se).all(), cal.summary()
 
 
+def test_at_one_parameter_per_data_set(fitted):
+    # a region of parameters (here 0.3 around the truth): frequentist coverage holds at each, so
+    # over the region too; the draws come back per data set
+    model, est = fitted
+    learned = est.score_net_
+    g = torch.Generator().manual_seed(4)
+    at = model.true_parameters + 0.3 * torch.randn(100, 2, generator=g, dtype=torch.float64)
+    try:
+        cal = calibrate(_with_score(est, _ExactGaussianScore(model.sigma)), 100, at=at, chains=10,
+                        draws_per_chain=4, burn_in=100, thin=5, progress=False)
+    finally:
+        est.score_net_ = learned
+    assert torch.equal(cal.theta, at) and cal.settings["at"] == "per data set"
+    assert cal.draws.shape == (100, 40, 2)
+    # the ranks are those of theta among the returned draws
+    below = (cal.draws < at[:, None]).sum(1)
+    assert ((cal.ranks * 41 - below) >= 0).all() and ((cal.ranks * 41 - below) <= 1).all()
+    se = math.sqrt(0.95 * 0.05 / 100)
+    assert ((cal.coverage() - 0.95).abs() < 3.5 * se).all(), cal.summary()
+
+
 def test_the_learned_score_passes(fitted):
     """The fixture's network against the same check (4 Monte Carlo SEs: it is learned)."""
     model, est = fitted
@@ -130,7 +151,8 @@ def test_summary_plot_and_dict(fitted, tmp_path):
     ({"chains": 2, "draws_per_chain": 5}, ValueError, "resolve a rank"),
     ({"level": 1.0}, ValueError, "level"),
     ({"step_size_factor": 2.5}, ValueError, "step_size_factor"),
-    ({"at": [0.1, 0.2, 0.3]}, ValueError, "at must be 2"),
+    ({"at": [0.1, 0.2, 0.3]}, ValueError, r"at must be \[2\]"),
+    ({"at": torch.zeros(9, 2)}, ValueError, "num_data_sets = 10"),
     ({"prior": object()}, TypeError, "sample"),
 ])
 def test_bad_arguments_are_refused_before_any_simulation(fitted, kwargs, error, match):

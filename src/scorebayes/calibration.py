@@ -64,6 +64,7 @@ class Calibration:
         half_shift: :math:`|\bar u_{\text{first half}} - \bar u_{\text{second half}}|/\mathrm{sd}`
             of each data set's draws over time, ``[M, d]`` (large values: burn-in too short).
         settings: the chain settings used.
+        draws: every data set's draws in :math:`\theta`, ``[M, L, d]``.
     """
 
     names: list[str]
@@ -77,6 +78,7 @@ class Calibration:
     step_sizes: Tensor
     half_shift: Tensor
     settings: dict[str, Any] = field(default_factory=dict)
+    draws: Tensor | None = None
 
     @property
     def num_data_sets(self) -> int:
@@ -224,7 +226,9 @@ def calibrate(
             and ``grad_log_prob_unconstrained`` (as ``estimator.proposal_``). Default: the
             table's proposal (:math:`q`, or the model's prior without localization); with
             ``at``, the model's prior.
-        at: ``[d]`` one parameter for every data set (frequentist coverage at it).
+        at: ``[d]`` one parameter for every data set (frequentist coverage at it), or ``[M, d]``
+            one per data set (coverage around a region, e.g. at posterior draws); the chains
+            then use the model's prior.
         chains, draws_per_chain, burn_in, thin: per data set, ``chains`` chains that keep
             every ``thin``-th state after ``burn_in`` steps.
         step_size_factor: :math:`\kappa` of the per-data-set step size.
@@ -242,9 +246,10 @@ def calibrate(
     space = estimator.space
     d = space.dim
     if at is not None:
-        at = torch.as_tensor(at, dtype=torch.float64).reshape(-1)
-        if at.numel() != d or not torch.isfinite(space.to_unconstrained(at)).all():
-            raise ValueError(f"at must be {d} parameter values inside the prior's support, got {at.tolist()}")
+        at = torch.as_tensor(at, dtype=torch.float64)
+        if at.shape not in ((d,), (num_data_sets, d)) or not torch.isfinite(space.to_unconstrained(at)).all():
+            raise ValueError(f"at must be [{d}] or [num_data_sets = {num_data_sets}, {d}] parameter values inside "
+                             f"the prior's support, got shape {tuple(at.shape)}")
     if prior is None:
         prior = PriorSampler(estimator.prior) if at is not None else estimator.proposal_
     for method in ("sample", "grad_log_prob_unconstrained"):
@@ -321,8 +326,10 @@ def calibrate(
         posterior_mean=space.to_constrained(post).mean(1), level=level, step_sizes=tau,
         half_shift=half_shift,
         settings={"chains": chains, "draws_per_chain": draws_per_chain, "burn_in": burn_in, "thin": thin,
-                  "step_size_factor": step_size_factor, "seed": seed, "at": None if at is None else at.tolist(),
-                  "prior": type(prior).__name__})
+                  "step_size_factor": step_size_factor, "seed": seed,
+                  "at": None if at is None else at.tolist() if at.dim() == 1 else "per data set",
+                  "prior": type(prior).__name__},
+        draws=space.to_constrained(post))
 
 
 def _simulate_views(estimator, theta: Tensor, g: torch.Generator) -> tuple[Tensor, list[Tensor]]:
