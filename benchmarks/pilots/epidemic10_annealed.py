@@ -1,0 +1,48 @@
+"""Pilot (session 58): the spread row on repetition REP trained for E epochs (lr 1e-3 -> 1e-5 annealed over
+E epochs; the row: 100 epochs, kept epoch the best validation one), the row's seed and table.
+
+The recorded spread fits' validation loss turns up after epoch 5-6 (-35 at best, +26,000 by epoch 45):
+the kept network is a snapshot at lr ~7e-4. Prints the validation losses, the score-mean test at
+theta* and calibrate(at=theta*) over 100 data sets (seed 41, as /work/scratch/s57/infl.py).
+
+Usage: ``.venv/bin/python benchmarks/pilots/epidemic10_annealed.py REP E [METHOD]`` (about 4-8 min on one core).
+"""
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+BENCH = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(BENCH))
+RUNS = BENCH.parent / "runs" / "pilots"  # saved fits (git-ignored), from epidemic10_local_sbc.py
+RECORDS = BENCH / "results" / "epidemic10_local_sbc_scratch.jsonl"
+import epidemic10  # noqa: E402
+import epidemic5  # noqa: E402
+from scorebayes.calibration import calibrate, score_mean_test
+from scorebayes.models import get_model
+from scorebayes.parallel import make_generator
+rep, E = int(sys.argv[1]), int(sys.argv[2])
+method = sys.argv[3] if len(sys.argv) > 3 else "n-model-views-spread"
+key = epidemic5.VARIANT_SCALES[method]
+model = get_model("epidemic10")
+recs = [json.loads(l) for l in open(BENCH / "results" / "epidemic10_partial.jsonl")]
+rec = next(r for r in recs if r["method"] == method and r["rep"] == rep)
+s = {**epidemic10.SMALL[key], "epochs": E}
+est = epidemic5.n_estimator(model, s, epidemic10.SMALL["localization"], rec["seed"])
+t = time.time()
+est.fit(model.observed(make_generator(0, "observed", rep)))
+print(f"fit {time.time() - t:.0f} s; validation", [round(v, 1) for v in est.fit_report_.history], flush=True)
+torch.save(est, f"{RUNS}/epidemic10_{method}_epochs{E}_rep{rep}.pt")
+star = model.true_parameters
+sm = score_mean_test(est, star, 1000, seed=5)
+print(sm.summary(), flush=True)
+cal = calibrate(est, 100, at=star, chains=25, draws_per_chain=20, burn_in=3000, thin=50, seed=41, progress=False)
+print(cal.summary(), flush=True)
+print('mean width', [round(v, 3) for v in cal.width.mean(0).tolist()])
+print('posterior mean', [round(v, 3) for v in cal.posterior_mean.mean(0).tolist()])
+print(f"total {time.time() - t:.0f} s")
+with open(RECORDS, "a") as fh:
+    fh.write(json.dumps({"rep": rep, "epochs": E, "method": method, "part": "annealed", "truth": cal.to_dict(),
+                         "score_mean": sm.to_dict(), "history": est.fit_report_.history}, default=float) + "\n")
