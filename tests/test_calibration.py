@@ -153,6 +153,7 @@ def test_summary_plot_and_dict(fitted, tmp_path):
     ({"step_size_factor": 2.5}, ValueError, "step_size_factor"),
     ({"at": [0.1, 0.2, 0.3]}, ValueError, r"at must be \[2\]"),
     ({"at": torch.zeros(9, 2)}, ValueError, "num_data_sets = 10"),
+    ({"at": [float("nan"), 0.0]}, ValueError, "inside the prior's support"),
     ({"prior": object()}, TypeError, "sample"),
 ])
 def test_bad_arguments_are_refused_before_any_simulation(fitted, kwargs, error, match):

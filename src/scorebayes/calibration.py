@@ -247,9 +247,11 @@ def calibrate(
     d = space.dim
     if at is not None:
         at = torch.as_tensor(at, dtype=torch.float64)
-        if at.shape not in ((d,), (num_data_sets, d)) or not torch.isfinite(space.to_unconstrained(at)).all():
-            raise ValueError(f"at must be [{d}] or [num_data_sets = {num_data_sets}, {d}] parameter values inside "
-                             f"the prior's support, got shape {tuple(at.shape)}")
+        if at.shape not in ((d,), (num_data_sets, d)):
+            raise ValueError(f"at must be [{d}] or [num_data_sets = {num_data_sets}, {d}] parameter values, "
+                             f"got shape {tuple(at.shape)}")
+        if not torch.isfinite(space.to_unconstrained(at)).all():
+            raise ValueError("at must lie inside the prior's support")
     if prior is None:
         prior = PriorSampler(estimator.prior) if at is not None else estimator.proposal_
     for method in ("sample", "grad_log_prob_unconstrained"):
