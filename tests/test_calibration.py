@@ -254,6 +254,8 @@ def test_score_mean_test_refuses_bad_input(fitted):
     model, est = fitted
     with pytest.raises(ValueError, match="theta must be 2"):
         score_mean_test(est, [0.0, 1.0, 2.0])
+    with pytest.raises(ValueError, match="theta must lie inside"):
+        score_mean_test(est, [float("nan"), 1.0])
     with pytest.raises(ValueError, match="num_data_sets"):
         score_mean_test(est, model.true_parameters, 5)
 

@@ -7,19 +7,21 @@ subtract the fit a + B(u - c) from the likelihood score; then sample again. Prin
 test at theta* before and after and both posteriors (``--cal``: also calibrate at theta*).
 
 Usage: ``.venv/bin/python benchmarks/pilots/epidemic10_local_mean.py REP METHOD [K INFLATION] [--cal]``
-(a fit saved by epidemic10_local_sbc.py; about 10 min on one core without --cal).
+(the fit as epidemic10_local_sbc.py saves it; about 10 min on one core without --cal). Session 58's
+output: benchmarks/results/epidemic10_local_mean_rep{2,9}.log.
 """
-from torch import nn
 import sys
 import time
 from pathlib import Path
 
 import torch
+from torch import nn
 
 BENCH = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(BENCH / "pilots"))
 RUNS = BENCH.parent / "runs" / "pilots"  # saved fits (git-ignored), from epidemic10_local_sbc.py
-RECORDS = BENCH / "results" / "epidemic10_local_sbc_scratch.jsonl"
+from epidemic10_local_sbc import fitted  # noqa: E402
 from scorebayes.calibration import _simulate_views, _data_set_scores, calibrate, score_mean_test
 from scorebayes.scores.local_debias import LocalLinearCorrection, fit_local_correction
 from scorebayes.models import get_model
@@ -33,15 +35,15 @@ rep, method = int(sys.argv[1]), sys.argv[2]
 K = int(sys.argv[3]) if len(sys.argv) > 3 else 2000
 infl = float(sys.argv[4]) if len(sys.argv) > 4 else 2.0
 model = get_model('epidemic10')
-est = torch.load(RUNS / f'epidemic10_{method}_rep{rep}.pt', weights_only=False)
+est, _ = fitted(model, method, rep)
 est.progress = False
 truth = model.true_parameters
 t0 = time.perf_counter()
 def show(tag, post):
-    th = post.samples.reshape(-1, 12)
+    th = post.samples.reshape(-1, post.samples.shape[-1])
     lo, hi = th.quantile(0.025, 0), th.quantile(0.975, 0)
     cov = ((lo <= truth) & (truth <= hi))
-    print(tag, f"{time.perf_counter()-t0:.0f}s covered {int(cov.sum())}/12",
+    print(tag, f"{time.perf_counter()-t0:.0f}s covered {int(cov.sum())}/{cov.numel()}",
           'fac mean %.4f [%.4f, %.4f]' % (th[:, 0].mean(), lo[0], hi[0]), flush=True)
     print('  mean', [f'{v:.3f}' for v in th.mean(0).tolist()])
     print('  width', [f'{v:.3f}' for v in (hi - lo).tolist()])

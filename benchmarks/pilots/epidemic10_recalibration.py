@@ -20,17 +20,20 @@ import torch
 
 BENCH = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(BENCH / "pilots"))
 RUNS = BENCH.parent / "runs" / "pilots"  # saved fits (git-ignored), from epidemic10_local_sbc.py
 RECORDS = BENCH / "results" / "epidemic10_local_sbc_scratch.jsonl"
+from epidemic10_local_sbc import fitted  # noqa: E402
 from scorebayes.calibration import calibrate
 from scorebayes.models import get_model
 from scorebayes.parallel import derive_seed
 torch.set_num_threads(1)
 rep, method, K = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 M, C = int(sys.argv[4]), int(sys.argv[5])
-est = torch.load(RUNS / f'epidemic10_{method}_rep{rep}.pt', weights_only=False)
+model = get_model('epidemic10')
+est, _ = fitted(model, method, rep)
 est.progress = False
-truth = get_model('epidemic10').true_parameters
+truth = model.true_parameters
 t0 = time.perf_counter()
 kw = dict(draws_per_chain=20, burn_in=3000, thin=50)
 first = calibrate(est, K, at=truth, chains=25, seed=derive_seed(5, 'recal-first', rep), **kw)
@@ -43,8 +46,8 @@ for k in range(K):
     loc = calibrate(est, M, at=at, chains=C, seed=derive_seed(5, 'recal-local', rep, k), **kw)
     R = loc.ranks
     p_lo, p_hi = R.quantile(0.025, 0), R.quantile(0.975, 0)
-    lo = torch.stack([dr[:, j].quantile(p_lo[j]) for j in range(12)])
-    hi = torch.stack([dr[:, j].quantile(p_hi[j]) for j in range(12)])
+    lo = torch.stack([dr[:, j].quantile(p_lo[j]) for j in range(dr.shape[1])])
+    hi = torch.stack([dr[:, j].quantile(p_hi[j]) for j in range(dr.shape[1])])
     lo0, hi0 = dr.quantile(0.025, 0), dr.quantile(0.975, 0)
     rec = {'k': k, 'cov0': ((lo0 <= truth) & (truth <= hi0)).tolist(), 'cov1': ((lo <= truth) & (truth <= hi)).tolist(),
            'w0': (hi0 - lo0).tolist(), 'w1': (hi - lo).tolist(), 'local_cov': loc.covered.double().mean(0).tolist(),

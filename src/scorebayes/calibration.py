@@ -246,12 +246,8 @@ def calibrate(
     space = estimator.space
     d = space.dim
     if at is not None:
-        at = torch.as_tensor(at, dtype=torch.float64)
-        if at.shape not in ((d,), (num_data_sets, d)):
-            raise ValueError(f"at must be [{d}] or [num_data_sets = {num_data_sets}, {d}] parameter values, "
-                             f"got shape {tuple(at.shape)}")
-        if not torch.isfinite(space.to_unconstrained(at)).all():
-            raise ValueError("at must lie inside the prior's support")
+        at = _parameters(space, at, "at", ((d,), (num_data_sets, d)),
+                         f"[{d}] or [num_data_sets = {num_data_sets}, {d}] parameter values")
     if prior is None:
         prior = PriorSampler(estimator.prior) if at is not None else estimator.proposal_
     for method in ("sample", "grad_log_prob_unconstrained"):
@@ -334,6 +330,16 @@ def calibrate(
         draws=space.to_constrained(post))
 
 
+def _parameters(space, value: Any, name: str, shapes: tuple[tuple[int, ...], ...], expected: str) -> Tensor:
+    """``value`` as float64, checked: one of ``shapes`` and inside the prior's support."""
+    value = torch.as_tensor(value, dtype=torch.float64)
+    if value.shape not in shapes:
+        raise ValueError(f"{name} must be {expected}, got shape {tuple(value.shape)}")
+    if not torch.isfinite(space.to_unconstrained(value)).all():
+        raise ValueError(f"{name} must lie inside the prior's support")
+    return value
+
+
 def _simulate_views(estimator, theta: Tensor, g: torch.Generator) -> tuple[Tensor, list[Tensor]]:
     """One data set per row of ``theta [M, d]`` at the estimator's size (noise-smoothed if the
     estimator is), and each one's network view: ``(x [M, n, p], [view [n_units, p_net]] * M)``."""
@@ -394,9 +400,7 @@ def score_mean_test(estimator, theta: Tensor, num_data_sets: int = 1000, *, seed
         raise ValueError(f"num_data_sets must be an integer >= 10, got {num_data_sets!r}")
     space = estimator.space
     d = space.dim
-    theta = torch.as_tensor(theta, dtype=torch.float64).reshape(-1)
-    if theta.numel() != d or not torch.isfinite(space.to_unconstrained(theta)).all():
-        raise ValueError(f"theta must be {d} parameter values inside the prior's support, got {theta.tolist()}")
+    theta = _parameters(space, theta, "theta", ((d,),), f"{d} parameter values")
     g = make_generator(estimator.seed if seed is None else seed, "score-mean-test")
     _, views = _simulate_views(estimator, theta.expand(num_data_sets, d).clone(), g)
     u = space.to_unconstrained(theta).expand(num_data_sets, 1, d)
