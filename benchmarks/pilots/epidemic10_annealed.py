@@ -5,7 +5,13 @@ The recorded spread fits' validation loss turns up after epoch 5-6 (-35 at best,
 the kept network is a snapshot at lr ~7e-4. Prints the validation losses, the score-mean test at
 theta* and calibrate(at=theta*) over 100 data sets (seed 41, as /work/scratch/s57/infl.py).
 
-Usage: ``.venv/bin/python benchmarks/pilots/epidemic10_annealed.py REP E [METHOD]`` (about 4-8 min on one core).
+Session 59: ``DETECTION ROOM`` (default ``current capacity``, Chatha et al.'s code) simulate the data,
+the table and the calibration with ``get_model("epidemic10", detection=, room_normalisation=)``;
+``previous n`` is the paper's prose (record part "annealed_conventions"; the fit is not saved).
+
+Usage: ``.venv/bin/python benchmarks/pilots/epidemic10_annealed.py REP E [METHOD [DETECTION ROOM]]``
+(about 4-8 min on one core; one torch thread: two threads next to another job made the
+localization alone take 40 min instead of 1).
 """
 import json
 import sys
@@ -14,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+torch.set_num_threads(1)
 BENCH = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(BENCH))
 RUNS = BENCH.parent / "runs" / "pilots"  # saved fits (git-ignored), from epidemic10_local_sbc.py
@@ -26,7 +33,9 @@ from scorebayes.parallel import make_generator
 rep, E = int(sys.argv[1]), int(sys.argv[2])
 method = sys.argv[3] if len(sys.argv) > 3 else "n-model-views-spread"
 key = epidemic5.VARIANT_SCALES[method]
-model = get_model("epidemic10")
+detection, room = sys.argv[4:6] if len(sys.argv) > 5 else ("current", "capacity")
+conventions = (detection, room) != ("current", "capacity")
+model = get_model("epidemic10", detection=detection, room_normalisation=room)
 recs = [json.loads(l) for l in open(BENCH / "results" / "epidemic10_partial.jsonl")]
 rec = next(r for r in recs if r["method"] == method and r["rep"] == rep)
 s = {**epidemic10.SMALL[key], "epochs": E}
@@ -34,7 +43,8 @@ est = epidemic5.n_estimator(model, s, epidemic10.SMALL["localization"], rec["see
 t = time.time()
 est.fit(model.observed(make_generator(0, "observed", rep)))
 print(f"fit {time.time() - t:.0f} s; validation", [round(v, 1) for v in est.fit_report_.history], flush=True)
-torch.save(est, f"{RUNS}/epidemic10_{method}_epochs{E}_rep{rep}.pt")
+if not conventions:
+    torch.save(est, f"{RUNS}/epidemic10_{method}_epochs{E}_rep{rep}.pt")
 star = model.true_parameters
 sm = score_mean_test(est, star, 1000, seed=5)
 print(sm.summary(), flush=True)
@@ -44,5 +54,6 @@ print('mean width', [round(v, 3) for v in cal.width.mean(0).tolist()])
 print('posterior mean', [round(v, 3) for v in cal.posterior_mean.mean(0).tolist()])
 print(f"total {time.time() - t:.0f} s")
 with open(RECORDS, "a") as fh:
-    fh.write(json.dumps({"rep": rep, "epochs": E, "method": method, "part": "annealed", "truth": cal.to_dict(),
+    fh.write(json.dumps({"rep": rep, "epochs": E, "method": method, "part": "annealed_conventions" if conventions else "annealed",
+                         **({"detection": detection, "room_normalisation": room} if conventions else {}), "truth": cal.to_dict(),
                          "score_mean": sm.to_dict(), "history": est.fit_report_.history}, default=float) + "\n")
