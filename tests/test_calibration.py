@@ -248,6 +248,29 @@ def test_score_mean_test_finds_a_biased_score_not_a_scaled_one(fitted, scale, sh
     assert "| mu0 |" in result.summary() and len(result.to_dict()["t"]) == 2
 
 
+@pytest.mark.parametrize("scale", [0.1, 3.0])
+def test_score_mean_test_gives_the_exact_posteriors_prior_pull(fitted, scale):
+    """Prior N(0, 3^2), n = 20, sigma = 1, score scaled by c: information I = c^2 n, posterior
+    precision H = I + 1/9, so the exact posterior's mean sits (-theta*/9) / H from theta*, i.e.
+    (-theta*/9) / sqrt(H) posterior SDs: +-0.199 (c = 0.1, where the prior's curvature is a third
+    of H), +-0.0083 (c = 3). I is estimated from 4,000 scores (relative SE sqrt(2/4000) = 2.2%, so
+    about 1.1% on the pull, plus ~1.6% from the off-diagonal noise): 8% is 4 SEs."""
+    from scorebayes.calibration import score_mean_test
+
+    model, est = fitted
+    learned = est.score_net_
+    theta = model.true_parameters
+    try:
+        result = score_mean_test(_with_score(est, _ExactGaussianScore(model.sigma, scale)), theta, 4000)
+    finally:
+        est.score_net_ = learned
+    H = scale**2 * model.n_obs / model.sigma**2 + 1 / 9
+    expected = (-theta / 9) / math.sqrt(H)
+    assert torch.allclose(result.prior_pull_sd, expected, rtol=0.08), result.summary()
+    assert torch.allclose(result.prior_pull, (-theta / 9) / H, rtol=0.08)
+    assert "prior pull" in result.summary() and len(result.to_dict()["prior_pull_sd"]) == 2
+
+
 def test_score_mean_test_refuses_bad_input(fitted):
     from scorebayes.calibration import score_mean_test
 
