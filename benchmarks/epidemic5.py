@@ -161,7 +161,8 @@ def n_estimator(model, s: dict, localization: dict, seed: int, *, localize: bool
     all of S) and ``s["spread"]`` (True: every view; or the names of the rates whose views also
     see the floor-spread summaries, appended to vec(S)); ``s["tied"]``: the floor rates share one
     network (Epidemic.exchangeable_rates); ``s["embedding"]``: the width of a shared embedding of
-    the whole view appended to every rate's (default 0, none)."""
+    the whole view appended to every rate's (default 0, none); ``s["coordinates"]``: the networks'
+    input, ``"unconstrained"`` (default, u = log theta) or ``"constrained"`` (theta, as the paper's)."""
     views = s.get("views")
     spread = s.get("spread") or False
     views = (model.score_views(spread=spread) if views is True
@@ -171,7 +172,7 @@ def n_estimator(model, s: dict, localization: dict, seed: int, *, localize: bool
         num_simulations=s["N"], hidden=s.get("hidden", (512, 256, 128)), activation="elu",
         score_views=views, data_features=model.floor_spread if spread else None,
         tied_views=model.exchangeable_rates() if s.get("tied") else (),
-        shared_embedding=s.get("embedding", 0),
+        shared_embedding=s.get("embedding", 0), network_coordinates=s.get("coordinates", "unconstrained"),
         schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=0, batch_size=s["batch"],
                                   lr=s.get("lr", (1e-4, 1e-5)), validation_fraction=s["validation"]),
         curvature_penalties=(0.0,), parameter_names=model.parameter_names, seed=seed, progress=False)

@@ -9,7 +9,10 @@ Session 59: ``DETECTION ROOM`` (default ``current capacity``, Chatha et al.'s co
 the table and the calibration with ``get_model("epidemic10", detection=, room_normalisation=)``;
 ``previous n`` is the paper's prose (record part "annealed_conventions"; the fit is not saved).
 
-Usage: ``.venv/bin/python benchmarks/pilots/epidemic10_annealed.py REP E [METHOD [DETECTION ROOM]]``
+``--constrained``: the networks take theta instead of u = log theta (network_coordinates, as the
+paper's networks do; record part "annealed_constrained").
+
+Usage: ``.venv/bin/python benchmarks/pilots/epidemic10_annealed.py REP E [METHOD [DETECTION ROOM]] [--constrained]``
 (about 4-8 min on one core; one torch thread: two threads next to another job made the
 localization alone take 40 min instead of 1).
 """
@@ -30,21 +33,23 @@ import epidemic5  # noqa: E402
 from scorebayes.calibration import calibrate, score_mean_test
 from scorebayes.models import get_model
 from scorebayes.parallel import make_generator
-rep, E = int(sys.argv[1]), int(sys.argv[2])
-method = sys.argv[3] if len(sys.argv) > 3 else "n-model-views-spread"
+constrained = "--constrained" in sys.argv
+args = [a for a in sys.argv[1:] if a != "--constrained"]
+rep, E = int(args[0]), int(args[1])
+method = args[2] if len(args) > 2 else "n-model-views-spread"
 key = epidemic5.VARIANT_SCALES[method]
-detection, room = sys.argv[4:6] if len(sys.argv) > 5 else ("current", "capacity")
+detection, room = args[3:5] if len(args) > 4 else ("current", "capacity")
 conventions = (detection, room) != ("current", "capacity")
 model = get_model("epidemic10", detection=detection, room_normalisation=room)
 recs = [json.loads(l) for l in open(BENCH / "results" / "epidemic10_partial.jsonl")]
 rec = next(r for r in recs if r["method"] == method and r["rep"] == rep)
-s = {**epidemic10.SMALL[key], "epochs": E}
+s = {**epidemic10.SMALL[key], "epochs": E, **({"coordinates": "constrained"} if constrained else {})}
 est = epidemic5.n_estimator(model, s, epidemic10.SMALL["localization"], rec["seed"])
 t = time.time()
 est.fit(model.observed(make_generator(0, "observed", rep)))
 print(f"fit {time.time() - t:.0f} s; validation", [round(v, 1) for v in est.fit_report_.history], flush=True)
 if not conventions:
-    torch.save(est, f"{RUNS}/epidemic10_{method}_epochs{E}_rep{rep}.pt")
+    torch.save(est, f"{RUNS}/epidemic10_{method}_epochs{E}{'_constrained' if constrained else ''}_rep{rep}.pt")
 star = model.true_parameters
 sm = score_mean_test(est, star, 1000, seed=5)
 print(sm.summary(), flush=True)
@@ -54,6 +59,6 @@ print('mean width', [round(v, 3) for v in cal.width.mean(0).tolist()])
 print('posterior mean', [round(v, 3) for v in cal.posterior_mean.mean(0).tolist()])
 print(f"total {time.time() - t:.0f} s")
 with open(RECORDS, "a") as fh:
-    fh.write(json.dumps({"rep": rep, "epochs": E, "method": method, "part": "annealed_conventions" if conventions else "annealed",
+    fh.write(json.dumps({"rep": rep, "epochs": E, "method": method, "part": ("annealed_conventions" if conventions else "annealed") + ("_constrained" if constrained else ""),
                          **({"detection": detection, "room_normalisation": room} if conventions else {}), "truth": cal.to_dict(),
                          "score_mean": sm.to_dict(), "history": est.fit_report_.history}, default=float) + "\n")
