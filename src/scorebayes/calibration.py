@@ -424,7 +424,10 @@ def score_mean_test(estimator, theta: Tensor, num_data_sets: int = 1000, *, seed
     # the exact posterior's first-order offset: a Newton step from u* on log prior + log likelihood,
     # whose expected gradient at u* is the prior's alone
     u_star = u[0, 0].detach().to(torch.float64)
-    log_prior = lambda v: space.log_prob_unconstrained(v[None]).sum()  # noqa: E731
+
+    def log_prior(v: Tensor) -> Tensor:  # [d] -> 0-d
+        return space.log_prob_unconstrained(v[None]).sum()
+
     prior_grad = torch.autograd.functional.jacobian(log_prior, u_star)
     posterior_cov = torch.linalg.pinv(info - torch.autograd.functional.hessian(log_prior, u_star))
     prior_pull = posterior_cov @ prior_grad
