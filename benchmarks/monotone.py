@@ -123,7 +123,7 @@ FULL = {
 #: from which a new machine redraws the same tables and resumes training. "bsl-paper-scale"
 #: (FULL["bsl"], about 25 min a repetition) on the first ``bsl_reps`` repetitions;
 #: "single-model-paper-scale-design" on the first ``design_reps``.
-PAPER_SCALE = {"reps": 2, "design_reps": 3, "bsl_reps": 3}
+PAPER_SCALE = {"reps": 2, "design_reps": 4, "bsl_reps": 3}
 #: "bsl-paper-scale": the paper's chains, with the random walk's covariance adapted in burn-in
 #: (q's diagonal walk barely moves in the correlated Bernstein coefficients)
 BSL_PAPER_SCALE = {**FULL["bsl"], "adapt_covariance": True}
