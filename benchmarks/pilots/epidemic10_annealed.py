@@ -3,7 +3,7 @@ E epochs; the row: 100 epochs, kept epoch the best validation one), the row's se
 
 The recorded spread fits' validation loss turns up after epoch 5-6 (-35 at best, +26,000 by epoch 45):
 the kept network is a snapshot at lr ~7e-4. Prints the validation losses, the score-mean test at
-theta* and calibrate(at=theta*) over 100 data sets (seed 41, as /work/scratch/s57/infl.py).
+theta* and calibrate(at=theta*) over 100 data sets (seed 41, as the other epidemic10 pilots).
 
 Session 59: ``DETECTION ROOM`` (default ``current capacity``, Chatha et al.'s code) simulate the data,
 the table and the calibration with ``get_model("epidemic10", detection=, room_normalisation=)``;
