@@ -268,6 +268,9 @@ def test_score_mean_test_gives_the_exact_posteriors_prior_pull(fitted, scale):
     expected = (-theta / 9) / math.sqrt(H)
     assert torch.allclose(result.prior_pull_sd, expected, rtol=0.08), result.summary()
     assert torch.allclose(result.prior_pull, (-theta / 9) / H, rtol=0.08)
+    # the Laplace covariance behind it: H^-1 on the diagonal, the information c^2 n / sigma^2
+    assert torch.allclose(result.posterior_cov.diagonal(), torch.full((2,), 1 / H, dtype=torch.float64), rtol=0.08)
+    assert torch.allclose(result.information.diagonal(), torch.full((2,), H - 1 / 9, dtype=torch.float64), rtol=0.08)
     assert "prior pull" in result.summary() and len(result.to_dict()["prior_pull_sd"]) == 2
 
 

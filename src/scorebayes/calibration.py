@@ -366,6 +366,8 @@ class ScoreMeanTest:
             :math:`\sqrt{(H^{-1})_{jj}}`, the posterior SD. Even an exact posterior's intervals
             are off-centre at a fixed ``theta`` by about this much (coverage there is 0.95 only on
             average over the prior), so ``calibrate(at=theta)``'s mean z should be read against it.
+        information: :math:`\hat I`, the learned scores' covariance over the data sets ``[d, d]``
+            (in ``u``); posterior_cov: :math:`H^{-1}`, the Laplace posterior covariance ``[d, d]``.
     """
 
     names: list[str]
@@ -378,11 +380,14 @@ class ScoreMeanTest:
     prior_pull: Tensor
     prior_pull_sd: Tensor
     num_data_sets: int
+    information: Tensor | None = None
+    posterior_cov: Tensor | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"names": self.names, "theta": self.theta.tolist(), "num_data_sets": self.num_data_sets,
                 **{k: getattr(self, k).tolist()
-                   for k in ("mean", "se", "t", "shift", "shift_sd", "prior_pull", "prior_pull_sd")}}
+                   for k in ("mean", "se", "t", "shift", "shift_sd", "prior_pull", "prior_pull_sd",
+                             "information", "posterior_cov") if getattr(self, k) is not None}}
 
     def summary(self) -> str:
         """A markdown table: t statistic, implied shift and the exact posterior's prior pull per parameter."""
@@ -436,5 +441,5 @@ def score_mean_test(estimator, theta: Tensor, num_data_sets: int = 1000, *, seed
                          shift_sd=shift / inverse.diagonal().clamp_min(1e-300).sqrt(),
                          prior_pull=prior_pull,
                          prior_pull_sd=prior_pull / posterior_cov.diagonal().clamp_min(1e-300).sqrt(),
-                         num_data_sets=num_data_sets)
+                         num_data_sets=num_data_sets, information=info, posterior_cov=posterior_cov)
 
