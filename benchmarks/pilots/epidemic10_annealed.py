@@ -30,7 +30,7 @@ RUNS = BENCH.parent / "runs" / "pilots"  # saved fits (git-ignored), from epidem
 RECORDS = BENCH / "results" / "epidemic10_local_sbc_scratch.jsonl"
 import epidemic10  # noqa: E402
 import epidemic5  # noqa: E402
-from scorebayes.calibration import calibrate, score_mean_test
+from epidemic10_truth import checks_at_truth  # noqa: E402
 from scorebayes.models import get_model
 from scorebayes.parallel import make_generator
 constrained = "--constrained" in sys.argv
@@ -50,13 +50,7 @@ est.fit(model.observed(make_generator(0, "observed", rep)))
 print(f"fit {time.time() - t:.0f} s; validation", [round(v, 1) for v in est.fit_report_.history], flush=True)
 if not conventions:
     torch.save(est, f"{RUNS}/epidemic10_{method}_epochs{E}{'_constrained' if constrained else ''}_rep{rep}.pt")
-star = model.true_parameters
-sm = score_mean_test(est, star, 1000, seed=5)
-print(sm.summary(), flush=True)
-cal = calibrate(est, 100, at=star, chains=25, draws_per_chain=20, burn_in=3000, thin=50, seed=41, progress=False)
-print(cal.summary(), flush=True)
-print('mean width', [round(v, 3) for v in cal.width.mean(0).tolist()])
-print('posterior mean', [round(v, 3) for v in cal.posterior_mean.mean(0).tolist()])
+sm, cal = checks_at_truth(est, model)
 print(f"total {time.time() - t:.0f} s")
 with open(RECORDS, "a") as fh:
     fh.write(json.dumps({"rep": rep, "epochs": E, "method": method, "part": ("annealed_conventions" if conventions else "annealed") + ("_constrained" if constrained else ""),

@@ -20,30 +20,22 @@ runs/pilots/, default the spread row's repetition 9; M = 200 data sets at theta*
 each, inflation C = 1.5; a few minutes on one core).
 """
 import sys
-from pathlib import Path
 
 import numpy as np
 import torch
 
 torch.set_num_threads(1)
-from scorebayes.models import get_model  # noqa: E402
-from scorebayes.parallel import make_generator  # noqa: E402
+from epidemic10_truth import saved_fit_at_truth  # noqa: E402
+
 from scorebayes.scores.losses import evaluate_score  # noqa: E402
 
-RUNS = Path(__file__).resolve().parents[2] / "runs" / "pilots"
 name = sys.argv[1] if len(sys.argv) > 1 else "epidemic10_n-model-views-spread_rep9.pt"
 M, K, C = (int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])) if len(sys.argv) > 4 else (200, 400, 1.5)
 PAPER = [0.055, 0.127, 0.131, 0.128, 0.131, 0.138, 0.141, 0.160, 0.172, 0.174, 0.197, 0.110]
-model = get_model("epidemic10")
-est = torch.load(RUNS / name, weights_only=False)
-net = est.score_net_.eval()
-space = est.space
+model, est, u_star, views = saved_fit_at_truth(name, M)  # the data sets of epidemic10_field_root.py
+net, space = est.score_net_, est.space
 star = model.true_parameters.to(torch.float64)
-u_star = space.to_unconstrained(star)
 d = len(u_star)
-g = make_generator(13, "field-root")  # the data sets of epidemic10_field_root.py
-x = est.simulator(star.expand(M, -1).clone(), est.n_obs_, g)
-views = est._table_view(x.to(est.x_obs_.dtype))  # [M, 1, p]
 
 
 def prior_grad(u):

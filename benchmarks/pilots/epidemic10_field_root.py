@@ -14,27 +14,20 @@ runs/pilots/, default the 6-epoch annealed spread fit of repetition 2; TAU the c
 Laplace covariance's units, default 0.05; about 3 min on one core at 0.05).
 """
 import sys
-from pathlib import Path
 
 import torch
 
 torch.set_num_threads(1)
+from epidemic10_truth import saved_fit_at_truth  # noqa: E402
+
 from scorebayes.calibration import score_mean_test  # noqa: E402
-from scorebayes.models import get_model  # noqa: E402
 from scorebayes.parallel import make_generator  # noqa: E402
 
-RUNS = Path(__file__).resolve().parents[2] / "runs" / "pilots"
 name = sys.argv[1] if len(sys.argv) > 1 else "epidemic10_n-model-views-spread_epochs6_rep2.pt"
-model = get_model("epidemic10")
-est = torch.load(RUNS / name, weights_only=False)
-net = est.score_net_.eval()
-space = est.space
-star = model.true_parameters.to(torch.float64)
-u_star = space.to_unconstrained(star)
 M = 200
-g = make_generator(13, "field-root")
-x = est.simulator(star.expand(M, -1).clone(), est.n_obs_, g)
-views = est._table_view(x.to(est.x_obs_.dtype))  # [M, 1, p]
+model, est, u_star, views = saved_fit_at_truth(name, M)
+net, space = est.score_net_, est.space
+star = model.true_parameters.to(torch.float64)
 
 
 def field(u):

@@ -54,7 +54,9 @@ torch.set_num_threads(1)
 BENCH = Path(__file__).resolve().parents[1]
 RUNS = BENCH.parent / "runs" / "pilots"
 RECORDS = BENCH / "results" / "epidemic10_local_sbc_scratch.jsonl"
-from scorebayes.calibration import calibrate, score_mean_test  # noqa: E402
+from epidemic10_truth import checks_at_truth  # noqa: E402
+
+from scorebayes.calibration import score_mean_test  # noqa: E402
 from scorebayes.models import get_model  # noqa: E402
 from scorebayes.parallel import make_generator  # noqa: E402
 from scorebayes.scores.losses import evaluate_score, implicit_score_matching  # noqa: E402
@@ -198,13 +200,7 @@ for epoch in range(epochs):
 net.load_state_dict(best_state)
 net.eval()
 
-star = model.true_parameters
-sm_test = score_mean_test(est, star, 1000, seed=5)
-print(sm_test.summary(), flush=True)
-cal = calibrate(est, 100, at=star, chains=25, draws_per_chain=20, burn_in=3000, thin=50, seed=41, progress=False)
-print(cal.summary(), flush=True)
-print("mean width", [round(v, 3) for v in cal.width.mean(0).tolist()])
-print("posterior mean", [round(v, 3) for v in cal.posterior_mean.mean(0).tolist()])
+sm_test, cal = checks_at_truth(est, model)
 print(f"total {time.time() - t0:.0f} s")
 with open(RECORDS, "a") as fh:
     fh.write(json.dumps({"rep": rep, "method": method, "part": "mean_penalty" + ("_metric" if metric else "") + ("_scratch" if scratch else ""), "lambda": lam, "lambda_identity": lam_id,
