@@ -157,7 +157,7 @@ NOTES = (
     "so the metric mostly down-weights the facility rate. Trained from fresh weights with lambda = 30 "
     "from the start (--scratch), the first epoch ends with held-out score matching -1.1 and penalty "
     "0.07 (without the penalty: -26.5 and 11.1), a score held near zero, which the penalty rewards, "
-    "and the next two epochs diverge (stopped there); a penalty needs a warm start, as the library's curvature "
+    "and the next two epochs diverge (stopped there; logs mean_penalty_scratch_*.log, 2 groups a step); a penalty needs a warm start, as the library's curvature "
     "penalty has. None of these is a fix; Table 6 stays not met.",
     "NETWORKS IN THETA, AS THE PAPER'S, FIT WORSE AND ARE MORE BIASED (session 59; "
     "benchmarks/pilots/epidemic10_annealed.py 2 6 --constrained, 988 s on one core next to another "
