@@ -119,7 +119,7 @@ NOTES = (
     "+0.79 to +1.71 (ABC), means +0.22 to +0.35 and -0.03 to +0.22 sd_v. So the one-sided shape is in "
     "the data, seen through t: moving up the ridge (facility-wide transmission up, floor and room "
     "transmission down) changes the data little, moving down changes them a lot, and an exact "
-    "posterior would have the long upward tail too; along the line the learned conditional sits "
+    "posterior would likely have the long upward tail too; along the line the learned conditional sits "
     "0.13-0.25 sd_v further up than ABC's. Caveats: t is locally sufficient only near m, ABC's eps "
     "smooths, and a 1-D conditional is not the marginal. On repetition 2's fit the chains of the "
     "first usable data set escaped (SD 13.5 in u along v), so that run was stopped.",
