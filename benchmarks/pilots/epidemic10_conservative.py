@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 torch.set_num_threads(1)
-from epidemic10_truth import saved_fit_at_truth  # noqa: E402
+from epidemic10_truth import laplace_precision, learned_modes, prior_hessian, saved_fit_at_truth  # noqa: E402
 
 from scorebayes.scores.losses import evaluate_score  # noqa: E402
 
@@ -38,30 +38,18 @@ star = model.true_parameters.to(torch.float64)
 d = len(u_star)
 
 
-def prior_grad(u):
-    v = u.detach().clone().requires_grad_(True)
-    (grad,) = torch.autograd.grad(space.log_prob_unconstrained(v).sum(), v)
-    return grad
-
-
 def score(u, view):
     with torch.no_grad():
         return net(u.float()[:, None, :], view.expand(len(u), 1, -1))[:, 0].double()
 
 
-prior_hess = torch.autograd.functional.hessian(lambda v: space.log_prob_unconstrained(v[None]).sum(), u_star)
+prior_hess = prior_hessian(space, u_star)
 # learned modes: Newton steps with the curvature at u* (as epidemic10_field_root.py), then refined
 ev = evaluate_score(net, u_star.float().expand(M, -1), views, create_graph=False)
 J0 = ev.jacobian.detach().double().mean(0)
 step_cov = torch.linalg.inv(-0.5 * (J0 + J0.T) - prior_hess)
-U = u_star.expand(M, -1).clone()
-for _ in range(100):
-    with torch.no_grad():
-        s = net(U.float()[:, None, :], views)[:, 0].double()
-    U = U + 0.5 * (s + prior_grad(U)) @ step_cov
-ev = evaluate_score(net, U.float(), views, create_graph=False)
-J = ev.jacobian.detach().double()
-precision = -0.5 * (J + J.transpose(-1, -2)) - prior_hess
+U = learned_modes(net, space, u_star, views, step_cov, 100)
+precision = laplace_precision(net, U, views, prior_hess)
 ok = (torch.linalg.eigvalsh(precision) > 0).all(-1)
 nodes, weights = np.polynomial.legendre.leggauss(16)
 t_nodes = torch.tensor((nodes + 1) / 2, dtype=torch.float64)
@@ -110,15 +98,8 @@ print("                     median width / paper's n-model",
 
 # the repetition's own observed data set: the Laplace interval at its learned mode
 obs = est._observations(est.x_obs_).float()[None]  # [1, 1, p]
-u = u_star.clone()[None]
-for _ in range(200):
-    with torch.no_grad():
-        s = net(u.float()[:, None, :], obs)[:, 0].double()
-    u = u + 0.5 * (s + prior_grad(u)) @ step_cov
-ev = evaluate_score(net, u.float(), obs, create_graph=False)
-Jo = ev.jacobian.detach().double()[0]
-prec_o = -0.5 * (Jo + Jo.T) - prior_hess
-sd_o = torch.linalg.inv(prec_o).diagonal().sqrt()
+u = learned_modes(net, space, u_star, obs, step_cov, 200)
+sd_o = torch.linalg.inv(laplace_precision(net, u, obs, prior_hess)[0]).diagonal().sqrt()
 lo, hi = torch.exp(u[0] - 1.96 * sd_o), torch.exp(u[0] + 1.96 * sd_o)
 print("observed data set: Laplace at the learned mode covers theta*:",
       [int(v) for v in ((lo < star) & (star < hi)).tolist()], "width / paper's n-model",

@@ -18,7 +18,8 @@ import sys
 import torch
 
 torch.set_num_threads(1)
-from epidemic10_truth import saved_fit_at_truth  # noqa: E402
+from epidemic10_truth import (laplace_precision, learned_modes, prior_grad,  # noqa: E402
+                              prior_hessian, saved_fit_at_truth)
 
 from scorebayes.calibration import score_mean_test  # noqa: E402
 from scorebayes.parallel import make_generator  # noqa: E402
@@ -37,19 +38,13 @@ def field(u):
     return s.double().mean(0)
 
 
-def prior_grad(u):
-    v = u.detach().clone().requires_grad_(True)
-    (grad,) = torch.autograd.grad(space.log_prob_unconstrained(v[None]).sum(), v)
-    return grad
-
-
 test = score_mean_test(est, star, 1000, seed=5)
 cov = test.posterior_cov.to(torch.float64)
 sd = cov.diagonal().sqrt()
 print(f"{name}: score-mean test at theta*: implied shift / sd", [round(v, 2) for v in test.shift_sd.tolist()])
 u = u_star.clone()
 for it in range(60):  # damped Newton steps u <- u + 0.5 Cov F(u)
-    F = field(u) + prior_grad(u)
+    F = field(u) + prior_grad(space, u[None])[0]
     u = u + 0.5 * cov @ F
     if it % 10 == 9:
         print(f"step {it + 1}: |Cov F| / sd max {float(((cov @ F) / sd).abs().max()):.3f}", flush=True)
@@ -68,13 +63,7 @@ for t in (0, 0.25, 0.5, 0.75, 1.0, 1.25):
     print(f"  {t:.2f} | {float(field(v) @ direction):+.2f}")
 
 # per data set: the learned posterior's mode (root of s(u, x_m) + grad log pi(u)), started at u*
-U = u_star.expand(M, -1).clone()
-for it in range(80):
-    vq = U.detach().clone().requires_grad_(True)
-    (pg,) = torch.autograd.grad(space.log_prob_unconstrained(vq).sum(), vq)
-    with torch.no_grad():
-        s = net(U.float()[:, None, :], views)[:, 0].double()
-    U = U + 0.5 * (s + pg) @ cov
+U = learned_modes(net, space, u_star, views, cov, 80)
 z_mode = (U - u_star) / sd
 print("per data set modes, (mode - u*) / posterior sd: mean", [round(v, 2) for v in z_mode.mean(0).tolist()])
 print("                                                 sd  ", [round(v, 2) for v in z_mode.std(0).tolist()])
@@ -146,13 +135,8 @@ print(f"draws' skewness along mode -> mean: mean {float(skew.mean()):+.2f} (per 
 # a Gaussian at each data set's learned mode with the symmetrised learned curvature: the nearest
 # gradient field to the learned one near the mode (Helmholtz: the antisymmetric part of the
 # Jacobian dropped); its mean is the mode, its covariance (-sym(J) - prior Hessian)^-1
-from scorebayes.scores.losses import evaluate_score  # noqa: E402
 
-ev = evaluate_score(net, U.float(), views, create_graph=False)
-J = ev.jacobian.detach().double()
-J = 0.5 * (J + J.transpose(-1, -2))
-prior_hess = torch.autograd.functional.hessian(lambda v: space.log_prob_unconstrained(v[None]).sum(), u_star)
-precision = -J - prior_hess
+precision = laplace_precision(net, U, views, prior_hessian(space, u_star))
 eig = torch.linalg.eigvalsh(precision)
 ok = (eig > 0).all(-1)
 lap_cov = torch.linalg.inv(precision[ok])

@@ -26,7 +26,8 @@ import sys
 import torch
 
 torch.set_num_threads(1)
-from epidemic10_truth import saved_fit_at_truth  # noqa: E402
+from epidemic10_truth import (laplace_precision, learned_modes, prior_grad,  # noqa: E402
+                              prior_hessian, saved_fit_at_truth)
 
 from scorebayes.parallel import make_generator  # noqa: E402
 from scorebayes.scores.losses import evaluate_score  # noqa: E402
@@ -44,13 +45,7 @@ def score(u):
         return net(u.float()[:, None, :], view.expand(len(u), 1, -1))[:, 0].double()
 
 
-def prior_grad(u):
-    v = u.detach().clone().requires_grad_(True)
-    (grad,) = torch.autograd.grad(space.log_prob_unconstrained(v).sum(), v)
-    return grad
-
-
-prior_hess = torch.autograd.functional.hessian(lambda v: space.log_prob_unconstrained(v[None]).sum(), u_star)
+prior_hess = prior_hessian(space, u_star)
 
 
 # Newton steps with the curvature at u* averaged over the data sets (as epidemic10_conservative.py)
@@ -61,13 +56,10 @@ step_cov = torch.linalg.inv(-0.5 * (J0 + J0.T) - prior_hess)
 
 def mode_and_cov():
     """The learned mode of data set ``k`` and the Laplace covariance there (None if not positive-definite)."""
-    m = u_star[None].clone()
-    for _ in range(200):
-        m = m + 0.5 * (score(m) + prior_grad(m)) @ step_cov
+    m = learned_modes(net, space, u_star, view, step_cov, 200)
     if not bool(torch.isfinite(m).all()):
         return m, None
-    J = evaluate_score(net, m.float(), view, create_graph=False).jacobian.detach().double()[0]
-    precision = -0.5 * (J + J.T) - prior_hess
+    precision = laplace_precision(net, m, view, prior_hess)[0]
     return m, (torch.linalg.inv(precision) if bool((torch.linalg.eigvalsh(precision) > 0).all()) else None)
 
 
@@ -84,7 +76,7 @@ gen = make_generator(31, "ridge-chains")
 W = m.expand(100, -1).clone()
 draws = []
 for step in range(4000):
-    W = W + 0.025 * (score(W) + prior_grad(W)) @ cov + 0.05**0.5 * torch.randn(W.shape, generator=gen, dtype=torch.float64) @ L.T
+    W = W + 0.025 * (score(W) + prior_grad(space, W)) @ cov + 0.05**0.5 * torch.randn(W.shape, generator=gen, dtype=torch.float64) @ L.T
     if step >= 1000 and step % 20 == 0:
         draws.append(W.clone())
 post = torch.cat(draws)

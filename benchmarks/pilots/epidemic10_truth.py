@@ -3,7 +3,8 @@
 ``checks_at_truth``: the score-mean test (1,000 data sets, seed 5) and ``calibrate(at=theta*)``
 over 100 data sets (25 chains each, seed 41), printed; the settings every session-57-60 pilot used.
 ``saved_fit_at_truth``: a fit saved in runs/pilots/ and M data sets simulated at theta* (seed 13),
-as the networks see them.
+as the networks see them. ``prior_grad``, ``prior_hessian``, ``learned_modes`` and
+``laplace_precision``: the learned posterior's modes and the Laplace curvature there.
 """
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import torch
 from scorebayes.calibration import calibrate, score_mean_test
 from scorebayes.models import get_model
 from scorebayes.parallel import make_generator
+from scorebayes.scores.losses import evaluate_score
 
 RUNS = Path(__file__).resolve().parents[2] / "runs" / "pilots"
 
@@ -39,3 +41,34 @@ def saved_fit_at_truth(name: str, num_data_sets: int):
     x = est.simulator(star.expand(num_data_sets, -1).clone(), est.n_obs_, g)
     views = est._table_view(x.to(est.x_obs_.dtype))
     return model, est, est.space.to_unconstrained(star), views
+
+
+def prior_grad(space, u):
+    """:math:`\\nabla_u\\log\\pi_u(u)` for ``u [B, d]``, ``[B, d]``."""
+    v = u.detach().clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(space.log_prob_unconstrained(v).sum(), v)
+    return grad
+
+
+def prior_hessian(space, u):
+    """:math:`\\nabla_u^2\\log\\pi_u(u)` at one ``u [d]``, ``[d, d]``."""
+    return torch.autograd.functional.hessian(lambda v: space.log_prob_unconstrained(v[None]).sum(), u)
+
+
+def learned_modes(net, space, start, views, step_cov, iterations):
+    """Each data set's learned posterior mode, the root of s(u, x_b) + grad log pi(u), by damped
+    Newton steps u <- u + 0.5 (s + grad log pi) step_cov from ``start [d]``; ``views [B, 1, p]``
+    -> ``[B, d]`` (non-finite where the steps diverge)."""
+    u = start.expand(len(views), -1).clone()
+    for _ in range(iterations):
+        with torch.no_grad():
+            s = net(u.float()[:, None, :], views)[:, 0].double()
+        u = u + 0.5 * (s + prior_grad(space, u)) @ step_cov
+    return u
+
+
+def laplace_precision(net, modes, views, prior_hess):
+    """``-sym(dS/du) - prior Hessian`` at each mode, ``[B, d, d]``: the learned curvature's
+    symmetric part (the antisymmetric part of a non-gradient field dropped) plus the prior's."""
+    J = evaluate_score(net, modes.float(), views, create_graph=False).jacobian.detach().double()
+    return -0.5 * (J + J.transpose(-1, -2)) - prior_hess

@@ -379,15 +379,15 @@ class ScoreMeanTest:
     shift_sd: Tensor
     prior_pull: Tensor
     prior_pull_sd: Tensor
+    information: Tensor
+    posterior_cov: Tensor
     num_data_sets: int
-    information: Tensor | None = None
-    posterior_cov: Tensor | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"names": self.names, "theta": self.theta.tolist(), "num_data_sets": self.num_data_sets,
                 **{k: getattr(self, k).tolist()
                    for k in ("mean", "se", "t", "shift", "shift_sd", "prior_pull", "prior_pull_sd",
-                             "information", "posterior_cov") if getattr(self, k) is not None}}
+                             "information", "posterior_cov")}}
 
     def summary(self) -> str:
         """A markdown table: t statistic, implied shift and the exact posterior's prior pull per parameter."""
@@ -441,5 +441,5 @@ def score_mean_test(estimator, theta: Tensor, num_data_sets: int = 1000, *, seed
                          shift_sd=shift / inverse.diagonal().clamp_min(1e-300).sqrt(),
                          prior_pull=prior_pull,
                          prior_pull_sd=prior_pull / posterior_cov.diagonal().clamp_min(1e-300).sqrt(),
-                         num_data_sets=num_data_sets, information=info, posterior_cov=posterior_cov)
+                         information=info, posterior_cov=posterior_cov, num_data_sets=num_data_sets)
 
