@@ -1,0 +1,389 @@
+r"""Pilot (session 61): a reference posterior for epidemic10 at theta*, from a large ABC table.
+
+Every learned row of Table 6 puts the facility rate's posterior above the truth at theta* and
+the floors below it (epidemic10 notes of sessions 57-60), and an ABC likelihood along that ridge
+suggested the data themselves leave it open upwards. This asks the question without any
+Langevin chain: what do posteriors that need no score network make of 100 data sets at theta*?
+
+One table serves them all. Draw :math:`u_i` from the defensive mixture
+:math:`q = 0.9\,\mathcal N(u^*, \operatorname{diag} s^2) + 0.1\,\pi_u` (s: the localized
+proposal's SDs of the spread row's repetition 9, 2-3 posterior SDs on the identified rates; on
+floors 1, 2, 3 and 5, whose localized SD exceeds the prior's, the prior's marginal N(-3, 2^2)),
+simulate :math:`x_i`, and keep two 12-dimensional summaries:
+
+- ``score``: :math:`t(x) = s_\phi(u^*, x)`, the spread fit's learned score at the truth (locally
+  sufficient near :math:`u^*` if the network is right; here only a fixed function of x);
+- ``regression``: Fearnhead & Prangle's semi-automatic summary, a ridge regression of u on
+  :math:`(\operatorname{vec} S, \operatorname{vec} S^2)` fitted on the first chunks of the table
+  (no network at all).
+
+For each data set :math:`x_k` at theta* and each summary: keep the nearest ``K`` rows in the
+Mahalanobis metric of t's covariance at theta* (over the 100 data sets), Epanechnikov weights
+(times :math:`\pi_u/q` at the rows, Pareto-smoothed, to reweight to the prior), and Beaumont's
+weighted local-linear regression adjustment :math:`u_i - \hat B^\top (t_i - t_k)`. Both ABC posteriors are posteriors given t (conditioning
+on less than S), so they may be wider than the exact one; how far the facility rate's interval
+sits from theta* is what Table 6's coverage turns on. Printed under q itself as the prior (q is
+centred on theta*, so any pull is towards the truth) and reweighted to the model's prior (its
+ESS is printed: low, because q is narrower than the posterior under the prior along the ridge;
+:func:`adaptive` fits proposals to each data set instead).
+
+A check that can fail (``--check``): the same ABC on 200 rows of the table taken as pseudo-data,
+with q itself as the prior (so the rows' parameters are draws from the prior): every parameter's
+interval must cover about 95% of them, or the table, eps and the adjustment are not good enough
+to be a reference.
+
+Usage, from the repository root (one core each; chunks of 5,000 simulations in
+``runs/pilots/reference_abc/``, kept and skipped on a rerun, so an interrupted run loses nothing):
+
+- ``.venv/bin/python benchmarks/pilots/epidemic10_reference_abc.py simulate WORKER WORKERS CHUNKS``
+  (chunks WORKER, WORKER + WORKERS, ... below CHUNKS; about 12 s a chunk);
+- ``.venv/bin/python benchmarks/pilots/epidemic10_reference_abc.py abc [K] [--check]``: the table's
+  ABC posteriors of the 100 data sets at theta*, under q and reweighted to the prior;
+- ``.venv/bin/python benchmarks/pilots/epidemic10_reference_abc.py adaptive WORKER WORKERS DATA_SETS``
+  then ``... adaptive-report``: the first DATA_SETS of them under the model's prior, from
+  proposals fitted to each (see :func:`adaptive`; about 85 s a data set);
+- ``.venv/bin/python benchmarks/pilots/epidemic10_reference_abc.py learned``: the spread fit's
+  Langevin posteriors on the same 20 data sets against the adaptive ABC's means.
+"""
+import json
+import math
+import sys
+import time
+
+
+import arviz
+import torch
+
+torch.set_num_threads(1)
+from epidemic10_truth import RUNS, saved_fit_at_truth  # noqa: E402
+
+from scorebayes.parallel import make_generator  # noqa: E402
+from scorebayes.proposal import GaussianProposal, MixtureProposal, PriorSampler  # noqa: E402
+
+FIT = "epidemic10_n-model-views-spread_rep9.pt"
+CHUNK = 5000
+REGRESSION_CHUNKS = 40  # the summary regression's training rows: chunks 0..39 (200,000 rows)
+STORE = RUNS / "reference_abc"
+PAPER_N_MODEL_WIDTH = [0.055, 0.127, 0.131, 0.128, 0.131, 0.138]  # Table 6, facility + floors 1-5
+TRUTH_DATA_SETS = 100
+WEAK_SD = 2.0
+
+
+def setting():
+    model, est, u_star, _ = saved_fit_at_truth(FIT, 1)
+    # the weakly identified rates (localized SD above the prior's 2) get the prior's own marginal,
+    # N(-3, 2^2) in u, so that pi/q does not vary along them among the accepted rows
+    sd, mean = est.proposal_.sd.clone(), u_star.clone()
+    weak = sd > WEAK_SD
+    sd[weak], mean[weak] = 2.0, -3.0
+    local = GaussianProposal(est.space, mean, sd)
+    q = MixtureProposal([local, PriorSampler(model.prior)], [0.9, 0.1])
+    return model, est, u_star, q
+
+
+def score_summary(est, u_star, x):
+    """``[B, d]``: the fit's learned score at u* for data sets ``x [B, T, J+2]``."""
+    view = est._table_view(x.to(est.x_obs_.dtype))
+    with torch.no_grad():
+        return est.score_net_(u_star.float().expand(len(x), 1, -1), view)[:, 0].double()
+
+
+def features(S):
+    """``[B, 2 T (J+2) + 1]``: the semi-automatic regression's features of ``S [B, T, J+2]``."""
+    flat = S.reshape(len(S), -1).double()
+    return torch.cat([flat, flat**2, torch.ones(len(S), 1, dtype=torch.float64)], 1)
+
+
+def simulate(worker: int, workers: int, chunks: int) -> None:
+    model, est, u_star, q = setting()
+    STORE.mkdir(parents=True, exist_ok=True)
+    for c in range(worker, chunks, workers):
+        path = STORE / f"chunk{c:04d}.pt"
+        if path.exists():
+            continue
+        g = make_generator(61, "reference-abc", c)
+        theta = q.sample(CHUNK, g)
+        x = est.simulator(theta, est.n_obs_, g)
+        torch.save({"u": est.space.to_unconstrained(theta), "score": score_summary(est, u_star, x),
+                    "S": x.to(torch.float16)}, path.with_suffix(".tmp"))
+        path.with_suffix(".tmp").rename(path)
+        print(f"chunk {c} done", flush=True)
+
+
+def load_table():
+    paths = sorted(STORE.glob("chunk*.pt"))
+    parts = [torch.load(p) for p in paths]
+    return parts, [int(p.stem[5:]) for p in paths]
+
+
+def fit_regression(parts, ids, ridge=1e-3):
+    """Ridge regression of u on features(S) over the regression chunks, ``[F, d]``."""
+    XtX, XtU = 0.0, 0.0
+    for part, c in zip(parts, ids):
+        if c < REGRESSION_CHUNKS:
+            F = features(part["S"])
+            XtX = XtX + F.T @ F
+            XtU = XtU + F.T @ part["u"]
+    n_features = XtX.shape[0]
+    return torch.linalg.solve(XtX + ridge * torch.trace(XtX) / n_features * torch.eye(n_features, dtype=torch.float64), XtU)
+
+
+def weighted_quantile(values, weights, probs):
+    """``[len(probs), d]`` weighted quantiles of ``values [n, d]`` (weights ``[n]``)."""
+    out = []
+    for j in range(values.shape[1]):
+        order = values[:, j].argsort()
+        cdf = weights[order].cumsum(0) / weights.sum()
+        out.append(torch.stack([values[order[torch.searchsorted(cdf, torch.tensor(p, dtype=cdf.dtype)).clamp_max(len(order) - 1)], j]
+                                for p in probs]))
+    return torch.stack(out, 1)
+
+
+def abc_posterior(t_table, u_table, log_ratio, t_obs, metric, K, exclude=None):
+    r"""ABC with importance weights and regression adjustment -> (u [K, d], w [K]).
+
+    The nearest K rows, Epanechnikov kernel weights times :math:`\pi_u/q` at the rows
+    (``log_ratio(u)``; None: q itself is the prior), Pareto-smoothed, then Beaumont's
+    local-linear adjustment :math:`u_i - \hat B^\top (t_i - t_{obs})` fitted with those weights.
+    The ratio belongs at the rows, which are draws from q: evaluated at the adjusted draws (the
+    posterior under q, narrower than the target) it would be an importance sampler from a
+    narrower density to a wider one, with unbounded variance."""
+    diff = t_table - t_obs
+    dist = ((diff @ metric) * diff).sum(-1)
+    if exclude is not None:
+        dist[exclude] = float("inf")
+    d_k, idx = torch.topk(dist, K + 1, largest=False)
+    eps, idx, d_k = d_k[-1], idx[:-1], d_k[:-1]
+    w = 1 - d_k / eps
+    if log_ratio is not None:
+        w = psis(w.log() + log_ratio(u_table[idx]))
+    X = torch.cat([torch.ones(K, 1, dtype=torch.float64), diff[idx]], 1)
+    beta = torch.linalg.lstsq(X * w[:, None].sqrt(), u_table[idx] * w[:, None].sqrt()).solution
+    return u_table[idx] - diff[idx] @ beta[1:], w
+
+
+def psis(log_w):
+    """Pareto-smoothed importance weights (Vehtari et al. 2024, ArviZ's ``psislw``), normalised;
+    the tail's shape k-hat is kept in ``psis.k_hat`` (above 0.7: the weights are unreliable)."""
+    smoothed, k_hat = arviz.psislw(log_w.numpy().copy())
+    psis.k_hat = float(k_hat)
+    return torch.from_numpy(smoothed).exp()
+
+
+def summarise(space, u, w, theta_true):
+    theta = space.to_constrained(u)
+    mean = (w[:, None] * theta).sum(0) / w.sum()
+    sd = ((w[:, None] * (theta - mean) ** 2).sum(0) / w.sum()).sqrt()
+    lo, hi = weighted_quantile(theta, w, [0.025, 0.975])
+    ess = float(w.sum() ** 2 / (w**2).sum())
+    return mean, sd, lo, hi, ess
+
+
+def report(label, rows, theta_true, names):
+    mean, sd, lo, hi, ess = (torch.stack([r[i] for r in rows]) if i < 4 else torch.tensor([r[i] for r in rows])
+                             for i in range(5))
+    cover = ((lo <= theta_true) & (theta_true <= hi)).double().mean(0)
+    width = (hi - lo).median(0).values
+    z = ((mean - theta_true) / sd).mean(0)
+    bias = (mean - theta_true).abs().mean(0)
+    print(f"{label}: {len(rows)} data sets, median ESS {float(ess.median()):.0f}")
+    print("  " + " ".join(f"{n[5:]:>9}" for n in names))
+    for key, vals in [("coverage", cover), ("width", width), ("bias", bias), ("mean z", z)]:
+        print(f"  {key:9}" + " ".join(f"{float(v):9.3f}" for v in vals))
+    print("  width / paper's n-model (facility, floors 1-5): "
+          + " ".join(f"{float(w) / p:.2f}" for w, p in zip(width, PAPER_N_MODEL_WIDTH)), flush=True)
+
+
+def prepare():
+    """The table, both summaries on it and on the data sets at theta*, and their metrics."""
+    model, est, u_star, q = setting()
+    parts, ids = load_table()
+    u_table = torch.cat([p["u"] for p in parts])
+    B = fit_regression(parts, ids)
+    summaries = {"score": torch.cat([p["score"] for p in parts]),
+                 "regression": torch.cat([features(p["S"]) @ B for p in parts])}
+    star = model.true_parameters.to(torch.float64)
+    g = make_generator(13, "field-root")  # the data sets of the session 57-60 pilots
+    x = est.simulator(star.expand(TRUTH_DATA_SETS, -1).clone(), est.n_obs_, g)
+    observed = {"score": score_summary(est, u_star, x), "regression": features(x) @ B}
+    metrics = {kind: torch.linalg.inv(torch.cov(t.T)) for kind, t in observed.items()}
+    print(f"table: {len(u_table)} rows from {len(parts)} chunks; regression on chunks < {REGRESSION_CHUNKS}")
+    return model, est, u_star, q, u_table, B, summaries, observed, metrics
+
+
+def abc(K: int, check: bool) -> None:
+    model, est, u_star, q, u_table, B, summaries, observed, metrics = prepare()
+    space, names, star = est.space, model.parameter_names, model.true_parameters.to(torch.float64)
+
+    def log_ratio(u):
+        return space.log_prob_unconstrained(u) - q.log_prob_unconstrained(u)
+
+    print(f"K = {K}")
+    for kind, t_table in summaries.items():
+        metric = metrics[kind]
+        for label, ratio in [("under q (centred on theta*)", None), ("reweighted to the prior", log_ratio)]:
+            rows = [summarise(space, *abc_posterior(t_table, u_table, ratio, t, metric, K), star) for t in observed[kind]]
+            report(f"ABC on the {kind} summary, {label}, data sets at theta*", rows, star, names)
+        if check:  # pseudo-data from the table, q as the prior: calibration of the ABC itself
+            gen = make_generator(17, "reference-abc-check")
+            pick = torch.randperm(len(u_table), generator=gen)[:200]
+            if kind == "regression":  # not the regression's own training rows
+                first = REGRESSION_CHUNKS * CHUNK
+                pick = torch.randperm(len(u_table) - first, generator=gen)[:200] + first
+            checks = []
+            for i in pick.tolist():
+                u_i, w_i = abc_posterior(t_table, u_table, None, t_table[i], metric, K, exclude=i)
+                checks.append(summarise(space, u_i, w_i, None) + (space.to_constrained(u_table[i]),))
+            truths = torch.stack([c[5] for c in checks])
+            lo, hi = torch.stack([c[2] for c in checks]), torch.stack([c[3] for c in checks])
+            sd, mean = torch.stack([c[1] for c in checks]), torch.stack([c[0] for c in checks])
+            print("  check (200 table rows as data, q as prior): coverage "
+                  + " ".join(f"{float(v):.2f}" for v in ((lo <= truths) & (truths <= hi)).double().mean(0))
+                  + "; mean z " + " ".join(f"{float(v):+.2f}" for v in ((mean - truths) / sd).mean(0)), flush=True)
+
+
+class StudentProposal:
+    r"""A population Monte Carlo proposal: a multivariate Student t in u, 4 degrees of freedom,
+    located at the weighted mean of draws ``u_i [n, d]`` with scale twice their weighted
+    covariance. Heavier-tailed than the Gaussian prior in u, so pi_u / proposal stays bounded;
+    one smooth density rather than a kernel mixture, whose bumps in 12 dimensions make the
+    importance weights erratic."""
+
+    NU = 4
+
+    def __init__(self, draws, weights):
+        self.loc, cov = weighted_moments(draws, weights)
+        self.tril = torch.linalg.cholesky(2 * cov + 1e-6 * torch.eye(len(self.loc), dtype=torch.float64))
+
+    def sample(self, num, generator):
+        z = torch.randn(num, len(self.loc), generator=generator, dtype=torch.float64)
+        chi2 = (torch.randn(num, self.NU, generator=generator, dtype=torch.float64) ** 2).sum(1)
+        return self.loc + (z @ self.tril.T) / (chi2[:, None] / self.NU).sqrt()
+
+    def log_prob(self, u):
+        d, nu = len(self.loc), self.NU
+        delta2 = torch.linalg.solve_triangular(self.tril, (u - self.loc).T, upper=False).pow(2).sum(0)
+        return (math.lgamma((nu + d) / 2) - math.lgamma(nu / 2) - d / 2 * math.log(nu * math.pi)
+                - self.tril.diagonal().log().sum() - (nu + d) / 2 * torch.log1p(delta2 / nu))
+
+
+def weighted_moments(u, w):
+    mean = (w[:, None] * u).sum(0) / w.sum()
+    centred = u - mean
+    return mean, (w[:, None] * centred).T @ centred / w.sum()
+
+
+def adaptive(worker: int, workers: int, data_sets: int, K: int = 400, sims: int = 10_000, stages: int = 4) -> None:
+    """Per data set, ABC under the model's prior by population Monte Carlo, appended to
+    ``STORE/adaptive.jsonl`` (the pooled rows in ``STORE/poolNNN.pt``).
+
+    Stage 0 is the table's ABC posterior under q (score summary, K = 500, unweighted). Each of
+    ``stages`` stages draws ``sims`` parameters from a Student t fitted to the previous
+    stage's weighted draws (:class:`StudentProposal`) and simulates them; all stages' rows are pooled with the
+    deterministic-mixture density (the mean of the stages' proposal densities), and each summary's
+    ABC posterior (nearest K, Epanechnikov times pi_u / proposal at the rows, Pareto-smoothed with
+    k-hat recorded, weighted local-linear adjustment). The score summary's draws seed the next
+    stage."""
+    model, est, u_star, q, u_table, B, summaries, observed, metrics = prepare()
+    space, star = est.space, model.true_parameters.to(torch.float64)
+    out = STORE / "adaptive.jsonl"
+    done = {json.loads(line)["data_set"] for line in open(out)} if out.exists() else set()
+    for k in range(worker, data_sets, workers):
+        if k in done:
+            continue
+        start = time.perf_counter()
+        draws, weights = abc_posterior(summaries["score"], u_table, None, observed["score"][k], metrics["score"], 500)
+        g = make_generator(61, "reference-adaptive", k)
+        proposals, us, ts = [], [], {kind: [] for kind in summaries}
+        record = {"data_set": k, "K": K, "sims_per_stage": sims}
+        for stage in range(1, stages + 1):
+            proposal = StudentProposal(draws, weights)
+            proposals.append(proposal)
+            u = proposal.sample(sims, g)
+            x = est.simulator(space.to_constrained(u), est.n_obs_, g)
+            us.append(u)
+            ts["score"].append(score_summary(est, u_star, x))
+            ts["regression"].append(features(x) @ B)
+            u_pool = torch.cat(us)
+
+            def log_ratio(v):
+                log_q = torch.logsumexp(torch.stack([p.log_prob(v) for p in proposals]), 0) - math.log(len(proposals))
+                return space.log_prob_unconstrained(v) - log_q
+
+            for kind in summaries:
+                for suffix, keep in (("", K), ("_half", K // 2)):  # half the rows kept: eps's share
+                    if suffix and stage < stages:
+                        continue
+                    u_k, w_k = abc_posterior(torch.cat(ts[kind]), u_pool, log_ratio, observed[kind][k], metrics[kind], keep)
+                    post_mean, sd, lo, hi, ess = summarise(space, u_k, w_k, star)
+                    record[f"{kind}_stage{stage}{suffix}"] = {"mean": post_mean.tolist(), "sd": sd.tolist(),
+                                                              "lo": lo.tolist(), "hi": hi.tolist(), "ess": ess,
+                                                              "k_hat": psis.k_hat}
+                    if kind == "score" and not suffix:
+                        draws, weights = u_k, w_k
+        torch.save({"u": u_pool, "t": {kind: torch.cat(t) for kind, t in ts.items()}}, STORE / f"pool{k:03d}.pt")
+        record["seconds"] = time.perf_counter() - start
+        with open(out, "a") as f:
+            f.write(json.dumps(record) + "\n")
+        last = f"stage{stages}"
+        z = [(record[f"{kind}_{last}"]["mean"][0] - float(star[0])) / record[f"{kind}_{last}"]["sd"][0] for kind in summaries]
+        print(f"data set {k}: facility z (score, regression) {z[0]:+.2f} {z[1]:+.2f}, ESS "
+              f"{record[f'score_{last}']['ess']:.0f} {record[f'regression_{last}']['ess']:.0f}, k-hat "
+              f"{record[f'score_{last}']['k_hat']:.2f} {record[f'regression_{last}']['k_hat']:.2f}, "
+              f"{record['seconds']:.0f} s", flush=True)
+
+
+def adaptive_report() -> None:
+    """Coverage, widths and mean z over the data sets in ``STORE/adaptive.jsonl``."""
+    from scorebayes.models import get_model
+
+    model = get_model("epidemic10")
+    star, names = model.true_parameters.to(torch.float64), model.parameter_names
+    records = [json.loads(line) for line in open(STORE / "adaptive.jsonl")]
+    records.sort(key=lambda r: r["data_set"])
+    print(f"data sets {[r['data_set'] for r in records]}")
+    for key in ("score_stage1", "score_stage2", "score_stage4", "score_stage4_half", "regression_stage4",
+                "regression_stage4_half"):
+        rows = [tuple(torch.tensor(r[key][f]) for f in ("mean", "sd", "lo", "hi")) + (r[key]["ess"],) for r in records]
+        report(f"adaptive ABC under the model's prior, {key}", rows, star, names)
+
+
+def learned(data_sets: int = 20) -> None:
+    """The spread fit's own posteriors (Langevin chains, the settings of ``checks_at_truth``) on
+    the first ``data_sets`` data sets at theta*, against the adaptive ABC's posterior means."""
+    import scorebayes.calibration as calibration
+
+    model, est, u_star, _ = setting()
+    est.progress = False
+    star = model.true_parameters.to(torch.float64)
+    g = make_generator(13, "field-root")
+    x = est.simulator(star.expand(TRUTH_DATA_SETS, -1).clone(), est.n_obs_, g)[:data_sets].to(est.x_obs_.dtype)
+    # calibrate() simulates its own data sets; hand it these instead
+    calibration._simulate_views = lambda estimator, theta, gen: (
+        x, [estimator._observations(x_m).float().to(estimator.device) for x_m in x])
+    cal = calibration.calibrate(est, data_sets, at=star, chains=25, draws_per_chain=20, burn_in=3000, thin=50,
+                                seed=41, progress=False)
+    records = {r["data_set"]: r for r in map(json.loads, open(STORE / "adaptive.jsonl"))}
+    print(cal.summary())
+    for key in ("score_stage4", "regression_stage4"):
+        abc_means = torch.tensor([records[k][key]["mean"] for k in range(data_sets)])
+        for j, name in enumerate(model.parameter_names):
+            a, b = abc_means[:, j], cal.posterior_mean[:, j]
+            r = float(torch.corrcoef(torch.stack([a, b]))[0, 1])
+            print(f"{key:18} {name:14} mean - truth: ABC {float(a.mean() - star[j]):+.4f}, learned "
+                  f"{float(b.mean() - star[j]):+.4f}; correlation over data sets {r:+.2f}")
+    print("learned facility means", [round(v, 3) for v in cal.posterior_mean[:, 0].tolist()])
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "simulate":
+        simulate(*(int(a) for a in sys.argv[2:5]))
+    elif sys.argv[1] == "adaptive":
+        adaptive(*(int(a) for a in sys.argv[2:5]))
+    elif sys.argv[1] == "adaptive-report":
+        adaptive_report()
+    elif sys.argv[1] == "learned":
+        learned()
+    else:
+        args = [a for a in sys.argv[2:] if not a.startswith("--")]
+        abc(int(args[0]) if args else 500, "--check" in sys.argv)
