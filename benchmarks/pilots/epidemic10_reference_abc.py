@@ -43,9 +43,10 @@ Usage, from the repository root (one core each; chunks of 5,000 simulations in
 - ``.venv/bin/python benchmarks/pilots/epidemic10_reference_abc.py adaptive WORKER WORKERS DATA_SETS``
   then ``... adaptive-report``: the first DATA_SETS of them under the model's prior, from
   proposals fitted to each (see :func:`adaptive`; about 85 s a data set);
-- ``.venv/bin/python benchmarks/pilots/epidemic10_reference_abc.py learned [DATA_SETS] [--under-q]``:
-  the spread fit's Langevin posteriors on the same data sets (default 20) against the adaptive
-  ABC's means; with ``--under-q`` the chains' prior is q, as in the table's ABC under q.
+- ``.venv/bin/python benchmarks/pilots/epidemic10_reference_abc.py learned [DATA_SETS] [--under-q]
+  [--prior-scale=S]``: the spread fit's Langevin posteriors on the same data sets (default 20)
+  against the adaptive ABC's means; with ``--under-q`` the chains' prior is q, as in the table's
+  ABC under q; with ``--prior-scale=S`` a lognormal(-3, S) prior on every rate.
 
 Result (session 61; epidemic10 note "A REFERENCE WITHOUT THE SCORE NETWORK"; logs
 ``epidemic10_pilot_logs/reference_abc_*.log``): the check passes (coverage 0.91-0.96, mean z
@@ -360,13 +361,21 @@ def adaptive_report() -> None:
         report(f"adaptive ABC under the model's prior, {key}", rows, star, names)
 
 
-def learned(data_sets: int = 20, under_q: bool = False) -> None:
+def learned(data_sets: int = 20, under_q: bool = False, prior_scale: float | None = None) -> None:
     """The spread fit's own posteriors (Langevin chains, the settings of ``checks_at_truth``) on
     the first ``data_sets`` data sets at theta*, against the adaptive ABC's posterior means (with
-    ``under_q``: the chains' prior is the table's q, to set beside the ABC under q)."""
+    ``under_q``: the chains' prior is the table's q, to set beside the ABC under q; with
+    ``prior_scale``: a lognormal(-3, prior_scale) prior on every rate instead of the model's
+    lognormal(-3, 2), to see how the shift up the ridge depends on the prior's width)."""
     import scorebayes.calibration as calibration
+    from torch.distributions import LogNormal
+
+    from scorebayes.priors import independent
 
     model, est, u_star, q = setting()
+    if prior_scale is not None:
+        loc, scale = torch.tensor(-3.0, dtype=torch.float64), torch.tensor(prior_scale, dtype=torch.float64)
+        q = PriorSampler(independent([LogNormal(loc, scale) for _ in range(len(u_star))]))
     est.progress = False
     star = model.true_parameters.to(torch.float64)
     g = make_generator(13, "field-root")
@@ -374,14 +383,14 @@ def learned(data_sets: int = 20, under_q: bool = False) -> None:
     # calibrate() simulates its own data sets; hand it these instead
     calibration._simulate_views = lambda estimator, theta, gen: (
         x, [estimator._observations(x_m).float().to(estimator.device) for x_m in x])
-    cal = calibration.calibrate(est, data_sets, prior=q if under_q else None, at=star, chains=25, draws_per_chain=20,
+    cal = calibration.calibrate(est, data_sets, prior=q if under_q or prior_scale else None, at=star, chains=25, draws_per_chain=20,
                                 burn_in=3000, thin=50, seed=41, progress=False)
     print(f"the spread fit's posteriors on {data_sets} data sets at theta*, chains' prior "
-          f"{'q' if under_q else 'the model prior'}")
+          f"{'q' if under_q else f'lognormal(-3, {prior_scale})' if prior_scale else 'the model prior'}")
     print(cal.summary())
     print("mean |posterior mean - truth|", [round(v, 4) for v in (cal.posterior_mean - star).abs().mean(0).tolist()])
     records = {r["data_set"]: r for r in map(json.loads, open(STORE / "adaptive.jsonl"))}
-    if under_q or data_sets > len(records):
+    if under_q or prior_scale or data_sets > len(records):
         return
     for key in ("score_stage4", "regression_stage4"):
         abc_means = torch.tensor([records[k][key]["mean"] for k in range(data_sets)])
@@ -402,7 +411,8 @@ if __name__ == "__main__":
         adaptive_report()
     elif sys.argv[1] == "learned":
         args = [a for a in sys.argv[2:] if not a.startswith("--")]
-        learned(int(args[0]) if args else 20, "--under-q" in sys.argv)
+        scale = next((float(a.split("=")[1]) for a in sys.argv if a.startswith("--prior-scale=")), None)
+        learned(int(args[0]) if args else 20, "--under-q" in sys.argv, scale)
     else:
         args = [a for a in sys.argv[2:] if not a.startswith("--")]
         abc(int(args[0]) if args else 500, "--check" in sys.argv)
