@@ -105,6 +105,34 @@ def test_at_a_parameter_draws_every_data_set_there_under_the_model_prior(fitted)
     assert ((cal.coverage() - 0.95).abs() < 3.5 * se).all(), cal.summary()
 
 
+def test_given_data_sets_replace_the_simulated_ones(fitted):
+    # data sets simulated 1 above ``at`` on both coordinates: the chains must see them. The exact
+    # posterior mean of each is n xbar / (n + 1/9) (N(0, 3^2) prior, sigma = 1, n = 20), about 1
+    # above ``at``, i.e. +4.4 posterior sds (1/sqrt(20.1) = 0.22), where data sets simulated at
+    # ``at`` itself would give a mean z near 0 (test above); z's sd comes from 40 draws a data
+    # set, so its mean runs above 4.4
+    model, est = fitted
+    learned = est.score_net_
+    at = model.true_parameters
+    data = model.simulator((at + 1.0).expand(50, 2).clone(), model.n_obs, make_generator(5, "given-data"))
+    try:
+        cal = calibrate(_with_score(est, _ExactGaussianScore(model.sigma)), 50, at=at, data=data, chains=10,
+                        draws_per_chain=4, burn_in=100, thin=5, progress=False)
+    finally:
+        est.score_net_ = learned
+    assert cal.settings["data"] == "given" and torch.equal(cal.theta, at.expand(50, 2))
+    exact = data.sum(1) / (model.n_obs + 1 / 9)  # [50, 2]
+    assert (cal.mean_z() > 3.5).all() and (cal.coverage() < 0.1).all(), cal.summary()
+    # each data set's posterior mean against its exact one: the exact means vary over data sets
+    # with sd 1/sqrt(20) = 0.22, the chains' 40 correlated draws (about 10 effective) add a Monte
+    # Carlo error of about 0.07 (measured mean |error| 0.05-0.06), so the correlation is about
+    # 0.9; data sets the chains did not see would give about 0
+    error = (cal.posterior_mean - exact).abs().mean(0)
+    assert (error < 0.09).all(), error
+    for j in range(2):
+        assert torch.corrcoef(torch.stack([cal.posterior_mean[:, j], exact[:, j]]))[0, 1] > 0.8
+
+
 def test_at_one_parameter_per_data_set(fitted):
     # a region of parameters (here 0.3 around the truth): frequentist coverage holds at each, so
     # over the region too; the draws come back per data set
@@ -155,6 +183,9 @@ def test_summary_plot_and_dict(fitted, tmp_path):
     ({"at": torch.zeros(9, 2)}, ValueError, "num_data_sets = 10"),
     ({"at": [float("nan"), 0.0]}, ValueError, "inside the prior's support"),
     ({"prior": object()}, TypeError, "sample"),
+    ({"data": torch.zeros(10, 20, 2)}, ValueError, "data needs at"),
+    ({"at": [0.0, 0.0], "data": torch.zeros(10, 19, 2)}, ValueError, r"data must have shape \[num_data_sets, n, p\] = \[10, 20, 2\]"),
+    ({"at": [0.0, 0.0], "data": torch.full((10, 20, 2), float("inf"))}, ValueError, "data must be finite"),
 ])
 def test_bad_arguments_are_refused_before_any_simulation(fitted, kwargs, error, match):
     model, est = fitted

@@ -367,9 +367,9 @@ def learned(data_sets: int = 20, under_q: bool = False, prior_scale: float | Non
     ``under_q``: the chains' prior is the table's q, to set beside the ABC under q; with
     ``prior_scale``: a lognormal(-3, prior_scale) prior on every rate instead of the model's
     lognormal(-3, 2), to see how the shift up the ridge depends on the prior's width)."""
-    import scorebayes.calibration as calibration
     from torch.distributions import LogNormal
 
+    from scorebayes.calibration import calibrate
     from scorebayes.priors import independent
 
     model, est, u_star, q = setting()
@@ -379,12 +379,9 @@ def learned(data_sets: int = 20, under_q: bool = False, prior_scale: float | Non
     est.progress = False
     star = model.true_parameters.to(torch.float64)
     g = make_generator(13, "field-root")
-    x = est.simulator(star.expand(TRUTH_DATA_SETS, -1).clone(), est.n_obs_, g)[:data_sets].to(est.x_obs_.dtype)
-    # calibrate() simulates its own data sets; hand it these instead
-    calibration._simulate_views = lambda estimator, theta, gen: (
-        x, [estimator._observations(x_m).float().to(estimator.device) for x_m in x])
-    cal = calibration.calibrate(est, data_sets, prior=q if under_q or prior_scale else None, at=star, chains=25, draws_per_chain=20,
-                                burn_in=3000, thin=50, seed=41, progress=False)
+    x = est.simulator(star.expand(TRUTH_DATA_SETS, -1).clone(), est.n_obs_, g)[:data_sets]
+    cal = calibrate(est, data_sets, prior=q if under_q or prior_scale else None, at=star, data=x, chains=25,
+                    draws_per_chain=20, burn_in=3000, thin=50, seed=41, progress=False)
     print(f"the spread fit's posteriors on {data_sets} data sets at theta*, chains' prior "
           f"{'q' if under_q else f'lognormal(-3, {prior_scale})' if prior_scale else 'the model prior'}")
     print(cal.summary())

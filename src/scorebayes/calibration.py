@@ -208,6 +208,7 @@ def calibrate(
     *,
     prior: Any = None,
     at: Tensor | None = None,
+    data: Tensor | None = None,
     chains: int = 25,
     draws_per_chain: int = 20,
     burn_in: int = 2000,
@@ -229,6 +230,10 @@ def calibrate(
         at: ``[d]`` one parameter for every data set (frequentist coverage at it), or ``[M, d]``
             one per data set (coverage around a region, e.g. at posterior draws); the chains
             then use the model's prior.
+        data: ``[M, n, p]`` data sets to use instead of simulating them, e.g. to set the
+            estimator beside a reference posterior on the same data sets; they must have been
+            simulated at ``at`` (required with it). A noise-smoothed estimator adds its noise to
+            them as to simulated ones.
         chains, draws_per_chain, burn_in, thin: per data set, ``chains`` chains that keep
             every ``thin``-th state after ``burn_in`` steps.
         step_size_factor: :math:`\kappa` of the per-data-set step size.
@@ -248,6 +253,15 @@ def calibrate(
     if at is not None:
         at = _parameters(space, at, "at", ((d,), (num_data_sets, d)),
                          f"[{d}] or [num_data_sets = {num_data_sets}, {d}] parameter values")
+    if data is not None:
+        if at is None:
+            raise ValueError("data needs at: the parameter(s) its data sets were simulated at")
+        data = torch.as_tensor(data)
+        expected = (num_data_sets, *estimator.x_obs_.shape)
+        if tuple(data.shape) != expected:
+            raise ValueError(f"data must have shape [num_data_sets, n, p] = {list(expected)}, got {list(data.shape)}")
+        if not torch.isfinite(data).all():
+            raise ValueError("data must be finite")
     if prior is None:
         prior = PriorSampler(estimator.prior) if at is not None else estimator.proposal_
     for method in ("sample", "grad_log_prob_unconstrained"):
@@ -261,7 +275,7 @@ def calibrate(
     # data sets, and each one's view and chain box
     theta = at.expand(num_data_sets, d).clone() if at is not None else prior.sample(num_data_sets, g).double()
     u_true = space.to_unconstrained(theta)
-    x, views = _simulate_views(estimator, theta, g)
+    x, views = _simulate_views(estimator, theta, g, data)
     if estimator.support_fn is None:  # one box for every data set
         lows, highs = (b.expand(num_data_sets, d) for b in estimator.chain_box())
     else:
@@ -326,7 +340,7 @@ def calibrate(
         settings={"chains": chains, "draws_per_chain": draws_per_chain, "burn_in": burn_in, "thin": thin,
                   "step_size_factor": step_size_factor, "seed": seed,
                   "at": None if at is None else at.tolist() if at.dim() == 1 else "per data set",
-                  "prior": type(prior).__name__},
+                  "prior": type(prior).__name__, "data": "simulated" if data is None else "given"},
         draws=space.to_constrained(post))
 
 
@@ -340,10 +354,15 @@ def _parameters(space, value: Any, name: str, shapes: tuple[tuple[int, ...], ...
     return value
 
 
-def _simulate_views(estimator, theta: Tensor, g: torch.Generator) -> tuple[Tensor, list[Tensor]]:
-    """One data set per row of ``theta [M, d]`` at the estimator's size (noise-smoothed if the
-    estimator is), and each one's network view: ``(x [M, n, p], [view [n_units, p_net]] * M)``."""
-    x = estimator.simulator(theta, estimator.n_obs_, g).to(estimator.x_obs_.dtype)
+def _simulate_views(estimator, theta: Tensor, g: torch.Generator,
+                    data: Tensor | None = None) -> tuple[Tensor, list[Tensor]]:
+    """One data set per row of ``theta [M, d]`` at the estimator's size, or the given ``data``
+    (noise-smoothed if the estimator is), and each one's network view:
+    ``(x [M, n, p], [view [n_units, p_net]] * M)``."""
+    if data is None:
+        x = estimator.simulator(theta, estimator.n_obs_, g).to(estimator.x_obs_.dtype)
+    else:
+        x = data.to(estimator.x_obs_.dtype)
     if estimator.noise_sd is not None:  # the score was learned for the noise-smoothed data
         x = x + estimator.noise_sd * torch.randn(x.shape, generator=g, dtype=x.dtype)
     return x, [estimator._observations(x_m).float().to(estimator.device) for x_m in x]
