@@ -142,7 +142,9 @@ def fit_regression(parts, ids, ridge=1e-3):
 
 
 def weighted_quantile(values, weights, probs):
-    """``[len(probs), d]`` weighted quantiles of ``values [n, d]`` (weights ``[n]``)."""
+    """``[len(probs), d]`` weighted quantiles of ``values [n, d]`` (weights ``[n]``): the first
+    value whose weighted CDF reaches each prob. (The library's ``scorebayes.posterior.
+    weighted_quantile`` interpolates the CDF's midpoints instead; the recorded runs used this one.)"""
     out = []
     for j in range(values.shape[1]):
         order = values[:, j].argsort()
@@ -153,7 +155,7 @@ def weighted_quantile(values, weights, probs):
 
 
 def abc_posterior(t_table, u_table, log_ratio, t_obs, metric, K, exclude=None):
-    r"""ABC with importance weights and regression adjustment -> (u [K, d], w [K]).
+    r"""ABC with importance weights and regression adjustment -> (u [K, d], w [K], k-hat).
 
     The nearest K rows, Epanechnikov kernel weights times :math:`\pi_u/q` at the rows
     (``log_ratio(u)``; None: q itself is the prior), Pareto-smoothed, then Beaumont's
@@ -167,23 +169,22 @@ def abc_posterior(t_table, u_table, log_ratio, t_obs, metric, K, exclude=None):
         dist[exclude] = float("inf")
     d_k, idx = torch.topk(dist, K + 1, largest=False)
     eps, idx, d_k = d_k[-1], idx[:-1], d_k[:-1]
-    w = 1 - d_k / eps
+    w, k_hat = 1 - d_k / eps, None
     if log_ratio is not None:
-        w = psis(w.log() + log_ratio(u_table[idx]))
+        w, k_hat = psis(w.log() + log_ratio(u_table[idx]))
     X = torch.cat([torch.ones(K, 1, dtype=torch.float64), diff[idx]], 1)
     beta = torch.linalg.lstsq(X * w[:, None].sqrt(), u_table[idx] * w[:, None].sqrt()).solution
-    return u_table[idx] - diff[idx] @ beta[1:], w
+    return u_table[idx] - diff[idx] @ beta[1:], w, k_hat
 
 
 def psis(log_w):
-    """Pareto-smoothed importance weights (Vehtari et al. 2024, ArviZ's ``psislw``), normalised;
-    the tail's shape k-hat is kept in ``psis.k_hat`` (above 0.7: the weights are unreliable)."""
+    """Pareto-smoothed importance weights (Vehtari et al. 2024, ArviZ's ``psislw``), normalised,
+    and the tail's shape k-hat (above 0.7: the weights are unreliable)."""
     smoothed, k_hat = arviz.psislw(log_w.numpy().copy())
-    psis.k_hat = float(k_hat)
-    return torch.from_numpy(smoothed).exp()
+    return torch.from_numpy(smoothed).exp(), float(k_hat)
 
 
-def summarise(space, u, w, theta_true):
+def summarise(space, u, w):
     theta = space.to_constrained(u)
     mean = (w[:, None] * theta).sum(0) / w.sum()
     sd = ((w[:, None] * (theta - mean) ** 2).sum(0) / w.sum()).sqrt()
@@ -235,7 +236,7 @@ def abc(K: int, check: bool) -> None:
     for kind, t_table in summaries.items():
         metric = metrics[kind]
         for label, ratio in [("under q (centred on theta*)", None), ("reweighted to the prior", log_ratio)]:
-            rows = [summarise(space, *abc_posterior(t_table, u_table, ratio, t, metric, K), star) for t in observed[kind]]
+            rows = [summarise(space, *abc_posterior(t_table, u_table, ratio, t, metric, K)[:2]) for t in observed[kind]]
             report(f"ABC on the {kind} summary, {label}, data sets at theta*", rows, star, names)
         if check:  # pseudo-data from the table, q as the prior: calibration of the ABC itself
             gen = make_generator(17, "reference-abc-check")
@@ -245,8 +246,8 @@ def abc(K: int, check: bool) -> None:
                 pick = torch.randperm(len(u_table) - first, generator=gen)[:200] + first
             checks = []
             for i in pick.tolist():
-                u_i, w_i = abc_posterior(t_table, u_table, None, t_table[i], metric, K, exclude=i)
-                checks.append(summarise(space, u_i, w_i, None) + (space.to_constrained(u_table[i]),))
+                u_i, w_i, _ = abc_posterior(t_table, u_table, None, t_table[i], metric, K, exclude=i)
+                checks.append(summarise(space, u_i, w_i) + (space.to_constrained(u_table[i]),))
             truths = torch.stack([c[5] for c in checks])
             lo, hi = torch.stack([c[2] for c in checks]), torch.stack([c[3] for c in checks])
             sd, mean = torch.stack([c[1] for c in checks]), torch.stack([c[0] for c in checks])
@@ -305,7 +306,7 @@ def adaptive(worker: int, workers: int, data_sets: int, K: int = 400, sims: int 
         if k in done:
             continue
         start = time.perf_counter()
-        draws, weights = abc_posterior(summaries["score"], u_table, None, observed["score"][k], metrics["score"], 500)
+        draws, weights, _ = abc_posterior(summaries["score"], u_table, None, observed["score"][k], metrics["score"], 500)
         g = make_generator(61, "reference-adaptive", k)
         proposals, us, ts = [], [], {kind: [] for kind in summaries}
         record = {"data_set": k, "K": K, "sims_per_stage": sims}
@@ -327,11 +328,12 @@ def adaptive(worker: int, workers: int, data_sets: int, K: int = 400, sims: int 
                 for suffix, keep in (("", K), ("_half", K // 2)):  # half the rows kept: eps's share
                     if suffix and stage < stages:
                         continue
-                    u_k, w_k = abc_posterior(torch.cat(ts[kind]), u_pool, log_ratio, observed[kind][k], metrics[kind], keep)
-                    post_mean, sd, lo, hi, ess = summarise(space, u_k, w_k, star)
+                    u_k, w_k, k_hat = abc_posterior(torch.cat(ts[kind]), u_pool, log_ratio, observed[kind][k],
+                                                    metrics[kind], keep)
+                    post_mean, sd, lo, hi, ess = summarise(space, u_k, w_k)
                     record[f"{kind}_stage{stage}{suffix}"] = {"mean": post_mean.tolist(), "sd": sd.tolist(),
                                                               "lo": lo.tolist(), "hi": hi.tolist(), "ess": ess,
-                                                              "k_hat": psis.k_hat}
+                                                              "k_hat": k_hat}
                     if kind == "score" and not suffix:
                         draws, weights = u_k, w_k
         torch.save({"u": u_pool, "t": {kind: torch.cat(t) for kind, t in ts.items()}}, STORE / f"pool{k:03d}.pt")
