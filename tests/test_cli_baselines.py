@@ -1,4 +1,4 @@
-"""The abc / bsl / npe CLI methods on a tiny toy config, and their bad-input errors."""
+"""The abc / abc-pmc / bsl / npe CLI methods on a tiny toy config, and their bad-input errors."""
 
 import json
 import textwrap
@@ -46,6 +46,7 @@ n = 10
 
 OPTIONS = {
     "abc": "num_simulations = 2000\nk = 50\n",
+    "abc-pmc": "rounds = 2\nsimulations_per_round = 2000\nk = 100\n",
     "bsl": "num_chains = 3\nnum_steps = 120\nburn_in = 40\nnum_sims = 15\n",
     "npe": 'estimator = "gaussian"\nnum_simulations = 400\nmax_epochs = 30\nnum_samples = 500\n'
            'summary = "mean_sd"\n',
@@ -61,14 +62,14 @@ def write(tmp_path, method, base=BASE, options=None, name="run.toml"):
     return str(path)
 
 
-@pytest.mark.parametrize("method", ["abc", "bsl", "npe"])
+@pytest.mark.parametrize("method", ["abc", "abc-pmc", "bsl", "npe"])
 def test_cli_runs_each_baseline(tmp_path, method):
     out = tmp_path / "out"
     assert main(["run", write(tmp_path, method), "--out", str(out), "--quiet"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["method"] == method
     assert [p["name"] for p in summary["parameters"]] == ["a", "b"]
-    expected = {"abc": 2000, "bsl": 3 * 120 * 15, "npe": 400}[method]
+    expected = {"abc": 2000, "abc-pmc": 3 * 2000, "bsl": 3 * 120 * 15, "npe": 400}[method]
     assert summary["simulations"] == expected
     samples = np.genfromtxt(out / "samples.csv", delimiter=",", names=True)
     assert set(samples.dtype.names) >= {"a", "b", "chain", "draw"}
@@ -129,6 +130,10 @@ def test_cli_bad_input(tmp_path, capsys, change, message):
     ("bsl", 'summary = "flatten"\n', "for npe"),
     ("bsl", 'summary = "sims.py:nope"\n', "has no attribute"),
     ("abc", "workers = 0\n", "workers must be"),
+    ("abc-pmc", "k = 5\n", "k must be an integer in [10"),
+    ("abc-pmc", 'summary = "flatten"\n', "for npe; abc-pmc needs a summary"),
+    ("abc-pmc", "workers = 2\n", "abc-pmc simulates its rounds in-process"),
+    ("abc-pmc", "num_simulations = 10\n", "unknown key(s) in [options]"),
 ])
 def test_cli_bad_options(tmp_path, capsys, method, options, message):
     cfg = write(tmp_path, method, options=options)

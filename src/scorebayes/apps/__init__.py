@@ -32,6 +32,7 @@ METHODS = {
     "dfd-bayes": "scorebayes.apps.dfd",
     "score-mh": "scorebayes.apps.scoremh",
     "abc": "scorebayes.apps.baselines",
+    "abc-pmc": "scorebayes.apps.baselines",
     "bsl": "scorebayes.apps.baselines",
     "npe": "scorebayes.apps.baselines",
 }

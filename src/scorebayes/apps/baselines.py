@@ -1,13 +1,15 @@
-"""CLI methods ``abc``, ``bsl`` and ``npe``: a config mapped onto :mod:`scorebayes.baselines`.
+"""CLI methods ``abc``, ``abc-pmc``, ``bsl`` and ``npe``: a config mapped onto
+:mod:`scorebayes.baselines`.
 
 ``[options]`` holds keyword arguments of :func:`~scorebayes.baselines.abc_w1`,
-:func:`~scorebayes.baselines.bsl`, :func:`~scorebayes.baselines.npe` or
-:func:`~scorebayes.baselines.gaussian_npe`, plus these CLI-only keys:
+:func:`~scorebayes.baselines.abc_pmc`, :func:`~scorebayes.baselines.bsl`,
+:func:`~scorebayes.baselines.npe` or :func:`~scorebayes.baselines.gaussian_npe`, plus these
+CLI-only keys:
 
-- ``summary`` (bsl, npe): ``"file.py:function"`` (``x [B, n, p] -> [B, k]``),
+- ``summary`` (abc-pmc, bsl, npe): ``"file.py:function"`` (``x [B, n, p] -> [B, k]``),
   ``"mean_sd"`` (mean and SD of each column), ``"flatten"`` (npe: the raw data set) or
   ``"model"`` (a built-in model's paper summaries). Default: the built-in model's
-  summaries if any, else ``"mean_sd"`` for bsl and ``"flatten"`` for npe.
+  summaries if any, else ``"mean_sd"`` for abc-pmc and bsl and ``"flatten"`` for npe.
 - ``estimator`` (npe): ``"maf"`` (``sbi``, default) or ``"gaussian"`` (Chatha et al.).
 - ``localize`` (all): ``true`` or a table of :func:`scorebayes.localize.localize` options;
   the localized proposal :math:`q` then draws the table (abc, npe; reweighted by
@@ -22,7 +24,9 @@
 Option values are checked before any table or chain is simulated: the method is called once
 with a stand-in simulator that stops it at its first simulation (:func:`_check_values`).
 
-``num_simulations`` defaults to 10,000 for abc and npe.
+``num_simulations`` defaults to 10,000 for abc and npe. ``abc-pmc`` simulates round by round
+in-process (no executor, table store or fault options; ``simulations_per_round`` times
+``rounds + 1`` data sets).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from typing import Any
 
 import torch
 
-from ..baselines import abc_w1, bsl, gaussian_npe, mean_sd_summary, npe
+from ..baselines import abc_pmc, abc_w1, bsl, gaussian_npe, mean_sd_summary, npe
 from ..config import ConfigError, check_options, load_callable
 from ..baselines._common import seed_from
 from ..parallel import derive_seed, make_generator
@@ -46,12 +50,12 @@ from .common import (EXECUTION_KEYS, Execution, builtin_model, current_store, lo
 
 __all__ = ["run"]
 
-FUNCTIONS: dict[str, Callable[..., Any]] = {"abc": abc_w1, "bsl": bsl}
+FUNCTIONS: dict[str, Callable[..., Any]] = {"abc": abc_w1, "abc-pmc": abc_pmc, "bsl": bsl}
 NPE_ESTIMATORS: dict[str, Callable[..., Any]] = {"maf": npe, "gaussian": gaussian_npe}
 # arguments filled in by the application, never from [options]
 RESERVED = ("x_obs", "prior", "simulator", "table", "sampler", "names", "generator",
             "progress", "executor", "store")
-CLI_KEYS = {"abc": ("localize",), "bsl": ("localize", "summary"),
+CLI_KEYS = {"abc": ("localize",), "abc-pmc": ("summary",), "bsl": ("localize", "summary"),
             "npe": ("localize", "summary", "estimator")}
 DEFAULT_SIMULATIONS = 10_000
 
@@ -62,12 +66,12 @@ def _summary(spec: Any, method: str, config: dict, base_dir: Path, x_obs: torch.
         if model is not None and model.summary_fn is not None:
             spec = "model"
         else:
-            spec = "mean_sd" if method == "bsl" else "flatten"
+            spec = "flatten" if method == "npe" else "mean_sd"
     if spec == "mean_sd":
         fn = mean_sd_summary
     elif spec == "flatten":
-        if method == "bsl":
-            raise ConfigError("[options] summary = \"flatten\" is for npe; bsl needs a summary")
+        if method != "npe":
+            raise ConfigError(f"[options] summary = \"flatten\" is for npe; {method} needs a summary")
         return None
     elif spec == "model":
         if model is None or model.summary_fn is None:
@@ -130,10 +134,10 @@ def _check_values(method: str, function: Callable[..., Any], options: dict, x_ob
 
 
 def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: bool) -> AppResult:
-    """Run ``abc``, ``bsl`` or ``npe`` from a parsed config (see the module docstring)."""
+    """Run ``abc``, ``abc-pmc``, ``bsl`` or ``npe`` from a parsed config (see the module docstring)."""
     method = config.get("method")
-    if method not in ("abc", "bsl", "npe"):
-        raise ConfigError(f"scorebayes.apps.baselines runs abc, bsl or npe, not {method!r}")
+    if method not in ("abc", "abc-pmc", "bsl", "npe"):
+        raise ConfigError(f"scorebayes.apps.baselines runs abc, abc-pmc, bsl or npe, not {method!r}")
     options = dict(config.get("options", {}))
     if not isinstance(config.get("options", {}), dict):
         raise ConfigError("[options] must be a table")
@@ -151,12 +155,17 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
         if given:
             raise ConfigError(f"[options] {', '.join(given)}: bsl simulates inside its Markov "
                               "chain, one proposal at a time; these options are for abc and npe")
+    if method == "abc-pmc":
+        given = [key for key in EXECUTION_KEYS if key in options]
+        if given:
+            raise ConfigError(f"[options] {', '.join(given)}: abc-pmc simulates its rounds in-process "
+                              "and has no table store or fault handling")
     execution = pop_execution(options, base_dir=base_dir)
     check_options(options, function, "[options]", exclude=RESERVED)
     localize_options = _localize_options(cli.get("localize"))
     if "init" in options:
         options["init"] = torch.tensor(options["init"], dtype=torch.float64)
-    if method != "bsl":
+    if method in ("abc", "npe"):
         options.setdefault("num_simulations", DEFAULT_SIMULATIONS)
 
     simulator = load_simulator(config, base_dir)
@@ -173,9 +182,9 @@ def _run(method: str, function: Callable[..., Any], config: dict, options: dict,
                        len(names_given) if isinstance(names_given, list) else None)
     names = parameter_names(config, int(prior.event_shape[0]))
     x_obs, truth = load_observed(config, base_dir, simulator, prior, seed)
-    if method in ("bsl", "npe"):
+    if method in ("abc-pmc", "bsl", "npe"):
         summary = _summary(cli.get("summary"), method, config, base_dir, x_obs)
-        if method == "bsl" or summary is not None:
+        if method != "npe" or summary is not None:
             options["summary"] = summary
     _check_values(method, function, options, x_obs, prior)
 
@@ -195,7 +204,7 @@ def _run(method: str, function: Callable[..., Any], config: dict, options: dict,
         kwargs["sampler"] = sampler
     if executor is not None:
         kwargs["executor"] = executor
-    if method != "bsl":
+    if method in ("abc", "npe"):
         # the table the method would draw itself (same seed draw from the generator, same
         # tag and blocks), drawn here with the run directory and the fault handling
         table = simulate_table(
@@ -209,6 +218,8 @@ def _run(method: str, function: Callable[..., Any], config: dict, options: dict,
     if method == "bsl":
         kwargs.update(execution.table_options(), store=current_store())
         posterior = function(x_obs, simulator, prior, **kwargs)
+    elif method == "abc-pmc":
+        posterior = function(x_obs, prior, simulator, **kwargs)
     else:
         posterior = function(x_obs, prior, **kwargs)
     extra.update({k: v for k, v in posterior.info.items() if k not in ("method", "seconds")})

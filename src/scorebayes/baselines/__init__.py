@@ -1,6 +1,8 @@
 r"""Baselines of the Langevin SBI paper, each returning a :class:`~scorebayes.posterior.Posterior`.
 
 - :func:`abc_w1`: rejection ABC with the exact 1-Wasserstein distance between data sets;
+- :func:`abc_pmc`: ABC by population Monte Carlo on summaries, importance-weighted and
+  regression-adjusted (a reference posterior without a score model);
 - :func:`bsl`: Bayesian synthetic likelihood inside random-walk Metropolis-Hastings;
 - :func:`npe`: neural posterior estimation with a masked autoregressive flow (``sbi``);
 - :func:`gaussian_npe`: the Gaussian NPE of Chatha et al. (epidemic example).
@@ -12,12 +14,14 @@ Each can draw its parameters from the prior or from a localized proposal :math:`
 
 from ._common import importance_weights
 from .abc import abc_w1, wasserstein1
+from .abc_pmc import abc_pmc
 from .bsl import bsl, gaussian_synthetic_loglik, mean_sd_summary
 from .gaussian_npe import GaussianDensityNetwork, gaussian_npe
 from .npe import npe
 
 __all__ = [
     "abc_w1",
+    "abc_pmc",
     "wasserstein1",
     "bsl",
     "mean_sd_summary",
