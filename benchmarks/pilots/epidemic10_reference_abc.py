@@ -86,6 +86,7 @@ STORE = RUNS / "reference_abc"
 PAPER_N_MODEL_WIDTH = [0.055, 0.127, 0.131, 0.128, 0.131, 0.138]  # Table 6, facility + floors 1-5
 TRUTH_DATA_SETS = 100
 WEAK_SD = 2.0
+STAR = [0.05, 0.02, 0.04, 0.06, 0.08, 0.10, 0.12, 0.14, 0.16, 0.18, 0.20, 0.05]  # epidemic10's theta*
 
 
 def setting():
@@ -429,6 +430,56 @@ def learned(data_sets: int = 20, under_q: bool = False, prior_scale: float | Non
     print("learned facility means", [round(v, 3) for v in cal.posterior_mean[:, 0].tolist()])
 
 
+def library(worker: int, workers: int, data_sets: int, rounds: int = 6, localized: bool = False) -> None:
+    """The library's :func:`scorebayes.baselines.abc_pmc` on the first ``data_sets`` data sets at
+    theta*, score summary, under the model's prior, appended to ``STORE/library.jsonl`` (with
+    ``localized``: round 0 drawn from the table's q, ``library_q.jsonl``): a check of
+    :func:`adaptive` ``--raw`` by other code. From the prior, 6 rounds do not settle in 12
+    dimensions with a summary that is informative only near theta* (session 62: facility means
+    0.006 to 0.26 on data sets 0-9, one run in a far mode at 0.006); from q they are the check."""
+    from scorebayes.baselines import abc_pmc
+
+    model, est, u_star, q = setting()
+    est.progress = False
+    star = model.true_parameters.to(torch.float64)
+    g = make_generator(13, "field-root")  # the data sets of prepare()
+    x = est.simulator(star.expand(TRUTH_DATA_SETS, -1).clone(), est.n_obs_, g)
+    out = STORE / ("library_q.jsonl" if localized else "library.jsonl")
+    done = {json.loads(line)["data_set"] for line in open(out)} if out.exists() else set()
+    for k in range(worker, data_sets, workers):
+        if k in done:
+            continue
+        post = abc_pmc(x[k], model.prior, est.simulator, lambda S: score_summary(est, u_star, S), rounds=rounds,
+                       simulations_per_round=10_000, k=400, sampler=q if localized else None,
+                       generator=make_generator(62, "reference-library", k))
+        record = {"data_set": k, "mean": post.mean().tolist(), "lo": post.quantile(0.025).tolist(),
+                  "hi": post.quantile(0.975).tolist(), "ess": post.info["ess"], "k_hat": post.info["k_hat"],
+                  "seconds": post.info["seconds"]}
+        with open(out, "a") as f:
+            f.write(json.dumps(record) + "\n")
+        print(f"data set {k}: facility mean {record['mean'][0]:.4f} [{record['lo'][0]:.4f}, {record['hi'][0]:.4f}], "
+              f"ESS {record['ess']:.0f}, k-hat {record['k_hat']:.2f}, {record['seconds']:.0f} s", flush=True)
+
+
+def library_report(localized: bool = False) -> None:
+    """The library's runs beside :func:`adaptive` ``--raw`` on the same data sets."""
+    truth = 0.05
+    raw = {r["data_set"]: r["score_stage6"] for r in map(json.loads, open(STORE / "adaptive_raw.jsonl"))}
+    lib = sorted(map(json.loads, open(STORE / ("library_q.jsonl" if localized else "library.jsonl"))),
+                 key=lambda r: r["data_set"])
+    for r in lib:
+        p = raw[r["data_set"]]
+        print(f"data set {r['data_set']:2d}: facility library {r['mean'][0]:.4f} [{r['lo'][0]:.4f}, {r['hi'][0]:.4f}] "
+              f"k-hat {r['k_hat']:.2f}; pilot {p['mean'][0]:.4f} [{p['lo'][0]:.4f}, {p['hi'][0]:.4f}] k-hat {p['k_hat']:.2f}")
+    for label, rows in (("library", [(r["mean"], r["lo"], r["hi"]) for r in lib]),
+                        ("pilot", [(raw[r["data_set"]]["mean"], raw[r["data_set"]]["lo"], raw[r["data_set"]]["hi"]) for r in lib])):
+        m, lo, hi = (torch.tensor([row[i] for row in rows]) for i in range(3))
+        print(f"{label}: facility covered {int(((lo[:, 0] <= truth) & (truth <= hi[:, 0])).sum())} of {len(rows)}, mean - "
+              f"truth {float(m[:, 0].mean()) - truth:+.4f}, median width {float((hi[:, 0] - lo[:, 0]).median()):.4f}; "
+              "every rate's coverage " + " ".join(f"{float(c):.2f}" for c in
+                                                  ((lo <= torch.tensor(STAR)) & (torch.tensor(STAR) <= hi)).double().mean(0)))
+
+
 def figure(data_sets: int = 40) -> None:
     """``benchmarks/results/epidemic10_reference.png``: per data set at theta*, the facility rate's
     CI95 from the adaptive ABC under the model's prior (raw-row proposals, score summary) beside
@@ -484,6 +535,10 @@ if __name__ == "__main__":
         simulate(*(int(a) for a in sys.argv[2:5]))
     elif sys.argv[1] == "adaptive":
         adaptive(*(int(a) for a in sys.argv[2:5]), **({"raw": True, "stages": 6} if "--raw" in sys.argv else {}))
+    elif sys.argv[1] == "library":
+        library(*(int(a) for a in sys.argv[2:5]), localized="--localized" in sys.argv)
+    elif sys.argv[1] == "library-report":
+        library_report("--localized" in sys.argv)
     elif sys.argv[1] == "figure":
         figure()
     elif sys.argv[1] == "adaptive-report":

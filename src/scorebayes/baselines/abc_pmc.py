@@ -6,7 +6,8 @@ A reference posterior for a simulator when no score model should be trusted, at 
 round :math:`r \ge 1` from a multivariate Student :math:`t_4` proposal :math:`q_r` located at
 the weighted mean of the previous round's kept rows, with twice their weighted covariance
 (Beaumont, Cornuet, Marin & Robert 2009). All rounds are pooled with the deterministic-mixture
-density :math:`\bar q = \frac1{R+1}\sum_{r=0}^{R} q_r` (:math:`q_0 = \pi_u`; Owen & Zhou 2000),
+density :math:`\bar q = \frac1{R+1}\sum_{r=0}^{R} q_r` (:math:`q_0 = \pi_u`, or a localized
+proposal given as ``sampler``; Owen & Zhou 2000),
 and each round keeps the ``k`` pooled rows whose summaries lie nearest the observed one,
 
 .. math:: \rho_i = (t_i - t^*)^\top \Sigma^{-1} (t_i - t^*), \qquad
@@ -113,6 +114,7 @@ def abc_pmc(
     simulations_per_round: int = 10_000,
     k: int = 400,
     adjust: bool = True,
+    sampler: Any = None,
     names: Sequence[str] | None = None,
     generator: torch.Generator | None = None,
     progress: bool = False,
@@ -131,6 +133,12 @@ def abc_pmc(
         k: rows kept from the pool (at least 10, below ``simulations_per_round``); with a fixed
             ``k`` the growing pool shrinks :math:`\varepsilon` round by round.
         adjust: apply the weighted local-linear regression adjustment.
+        sampler: round 0's proposal :math:`q_0` instead of the prior, e.g. a localized
+            ``GaussianProposal`` or ``MixtureProposal`` (anything with ``sample(num, generator)
+            -> theta`` and ``log_prob_unconstrained(u)``); it must cover the posterior. With a
+            summary that identifies the parameters only near the truth (a learned score at one
+            point, say), a prior start can find far modes of the posterior given the summary;
+            a localized start keeps to the mode around it.
         names: ``d`` parameter names.
         generator: source of the run seed.
         progress: a progress bar over the rounds.
@@ -155,6 +163,10 @@ def abc_pmc(
         raise ValueError(f"k must be an integer in [10, simulations_per_round={simulations_per_round}), got {k!r}")
     if not callable(simulator) or not callable(summary):
         raise TypeError("simulator and summary must be callables")
+    if sampler is not None and not (callable(getattr(sampler, "sample", None))
+                                    and callable(getattr(sampler, "log_prob_unconstrained", None))):
+        raise TypeError("sampler must have sample(num, generator) and log_prob_unconstrained(u), "
+                        f"got {type(sampler).__name__}")
     space = ParameterSpace(prior)
     d, n = space.dim, x_obs.shape[0]
     t_obs = _summaries(summary, x_obs[None], 0, "the observed data")[0]
@@ -177,14 +189,17 @@ def abc_pmc(
         t[bad] = math.inf  # never among the nearest
         return t
 
-    u_pool = space.to_unconstrained(sample_prior(prior, simulations_per_round, generator=g).to(torch.float64))
+    first = (sample_prior(prior, simulations_per_round, generator=g) if sampler is None
+             else sampler.sample(simulations_per_round, g))
+    u_pool = space.to_unconstrained(first.to(torch.float64))
+    log_q0 = space.log_prob_unconstrained if sampler is None else sampler.log_prob_unconstrained
     t_pool = simulate(u_pool, 0)
     proposals: list[StudentProposal] = []
     history: list[dict[str, float]] = []
     latest = t_pool
 
     def log_ratio(u: Tensor) -> Tensor:  # log pi_u - log of the deterministic mixture of all rounds
-        log_q = torch.stack([space.log_prob_unconstrained(u)] + [p.log_prob(u) for p in proposals])
+        log_q = torch.stack([log_q0(u).to(torch.float64)] + [p.log_prob(u) for p in proposals])
         return space.log_prob_unconstrained(u) - (torch.logsumexp(log_q, 0) - math.log(len(log_q)))
 
     def keep() -> tuple[Tensor, Tensor, float, float | None]:
@@ -192,7 +207,7 @@ def abc_pmc(
         cov = torch.cov(finite.T).reshape(len(t_obs), len(t_obs)) if len(finite) > 1 else torch.eye(len(t_obs))
         cov = cov + 1e-9 * float(cov.diagonal().mean().clamp_min(1e-12)) * torch.eye(len(t_obs), dtype=cov.dtype)
         idx, kernel, eps = _nearest(t_pool, t_obs, torch.linalg.inv(cov), k)
-        if proposals:
+        if proposals or sampler is not None:
             w, k_hat = pareto_smooth(torch.softmax(kernel.log() + log_ratio(u_pool[idx]), 0))
         else:
             w, k_hat = kernel / kernel.sum(), None
