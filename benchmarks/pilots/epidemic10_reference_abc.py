@@ -430,10 +430,11 @@ def learned(data_sets: int = 20, under_q: bool = False, prior_scale: float | Non
     print("learned facility means", [round(v, 3) for v in cal.posterior_mean[:, 0].tolist()])
 
 
-def library(worker: int, workers: int, data_sets: int, rounds: int = 6, localized: bool = False) -> None:
+def library(worker: int, workers: int, data_sets: int, rounds: int = 6, localized: bool = False,
+            metric: str = "residual") -> None:
     """The library's :func:`scorebayes.baselines.abc_pmc` on the first ``data_sets`` data sets at
     theta*, score summary, under the model's prior, appended to ``STORE/library.jsonl`` (with
-    ``localized``: round 0 drawn from the table's q, ``library_q.jsonl``): a check of
+    ``localized``: round 0 drawn from the table's q, ``library_q_METRIC.jsonl``): a check of
     :func:`adaptive` ``--raw`` by other code. From the prior, 6 rounds do not settle in 12
     dimensions with a summary that is informative only near theta* (session 62: facility means
     0.006 to 0.26 on data sets 0-9, one run in a far mode at 0.006); from q they are the check."""
@@ -444,13 +445,13 @@ def library(worker: int, workers: int, data_sets: int, rounds: int = 6, localize
     star = model.true_parameters.to(torch.float64)
     g = make_generator(13, "field-root")  # the data sets of prepare()
     x = est.simulator(star.expand(TRUTH_DATA_SETS, -1).clone(), est.n_obs_, g)
-    out = STORE / ("library_q.jsonl" if localized else "library.jsonl")
+    out = STORE / (f"library_q_{metric}.jsonl" if localized else "library.jsonl")
     done = {json.loads(line)["data_set"] for line in open(out)} if out.exists() else set()
     for k in range(worker, data_sets, workers):
         if k in done:
             continue
         post = abc_pmc(x[k], model.prior, est.simulator, lambda S: score_summary(est, u_star, S), rounds=rounds,
-                       simulations_per_round=10_000, k=400, sampler=q if localized else None,
+                       simulations_per_round=10_000, k=400, sampler=q if localized else None, metric=metric,
                        generator=make_generator(62, "reference-library", k))
         record = {"data_set": k, "mean": post.mean().tolist(), "lo": post.quantile(0.025).tolist(),
                   "hi": post.quantile(0.975).tolist(), "ess": post.info["ess"], "k_hat": post.info["k_hat"],
@@ -461,11 +462,11 @@ def library(worker: int, workers: int, data_sets: int, rounds: int = 6, localize
               f"ESS {record['ess']:.0f}, k-hat {record['k_hat']:.2f}, {record['seconds']:.0f} s", flush=True)
 
 
-def library_report(localized: bool = False) -> None:
+def library_report(localized: bool = False, metric: str = "residual") -> None:
     """The library's runs beside :func:`adaptive` ``--raw`` on the same data sets."""
     truth = 0.05
     raw = {r["data_set"]: r["score_stage6"] for r in map(json.loads, open(STORE / "adaptive_raw.jsonl"))}
-    lib = sorted(map(json.loads, open(STORE / ("library_q.jsonl" if localized else "library.jsonl"))),
+    lib = sorted(map(json.loads, open(STORE / (f"library_q_{metric}.jsonl" if localized else "library.jsonl"))),
                  key=lambda r: r["data_set"])
     for r in lib:
         p = raw[r["data_set"]]
@@ -536,9 +537,10 @@ if __name__ == "__main__":
     elif sys.argv[1] == "adaptive":
         adaptive(*(int(a) for a in sys.argv[2:5]), **({"raw": True, "stages": 6} if "--raw" in sys.argv else {}))
     elif sys.argv[1] == "library":
-        library(*(int(a) for a in sys.argv[2:5]), localized="--localized" in sys.argv)
+        library(*(int(a) for a in sys.argv[2:5]), localized="--localized" in sys.argv,
+                metric="spread" if "--spread" in sys.argv else "residual")
     elif sys.argv[1] == "library-report":
-        library_report("--localized" in sys.argv)
+        library_report("--localized" in sys.argv, "spread" if "--spread" in sys.argv else "residual")
     elif sys.argv[1] == "figure":
         figure()
     elif sys.argv[1] == "adaptive-report":

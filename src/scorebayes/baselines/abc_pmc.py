@@ -14,9 +14,14 @@ and each round keeps the ``k`` pooled rows whose summaries lie nearest the obser
           w_i \propto \Bigl(1 - \frac{\rho_i}{\varepsilon}\Bigr)\,
           \frac{\pi_u(u_i)}{\bar q(u_i)},
 
-with :math:`\varepsilon` the :math:`(k+1)`-th smallest :math:`\rho` (an Epanechnikov kernel in
-the Mahalanobis metric of the summaries' covariance :math:`\Sigma` over the latest round's
-simulations), the ratio Pareto-smoothed (PSIS, its :math:`\hat k` reported). The final draws are
+with :math:`\varepsilon` the :math:`(k+1)`-th smallest :math:`\rho` (an Epanechnikov kernel), the
+ratio Pareto-smoothed (PSIS, its :math:`\hat k` reported). The metric :math:`\Sigma` is set anew
+each round from the latest round's simulations: by default (``metric="residual"``) the
+covariance of the residuals of a linear regression of :math:`t` on :math:`u`, the summaries'
+noise at fixed parameters near the posterior, so directions the parameters move are not
+down-weighted by their own spread; ``metric="spread"`` takes the summaries' plain covariance
+(the usual scaling by the proposal's predictive spread). Any fixed metric gives a valid ABC
+posterior as :math:`\varepsilon \to 0`; the last round's metric ranks the whole pool. The final draws are
 Beaumont, Zhang & Balding's (2002) weighted local-linear adjustment
 :math:`u_i - \hat B^\top (t_i - t^*)`, mapped back to :math:`\theta`.
 
@@ -114,6 +119,7 @@ def abc_pmc(
     simulations_per_round: int = 10_000,
     k: int = 400,
     adjust: bool = True,
+    metric: str = "residual",
     sampler: Any = None,
     names: Sequence[str] | None = None,
     generator: torch.Generator | None = None,
@@ -127,12 +133,14 @@ def abc_pmc(
         simulator: batched ``(theta [B, d], n, generator) -> x [B, n, p]``.
         summary: ``x [B, n, p] -> t [B, s]``, e.g. ``baselines.mean_sd_summary``; ABC is the
             posterior given ``t``, so the summary decides what the data can say.
-        rounds: adaptive rounds :math:`R \ge 1` after the prior round.
+        rounds: adaptive rounds :math:`R \ge 1` after round 0 (from the prior or ``sampler``).
         simulations_per_round: data sets simulated per round (the total is
             ``(rounds + 1) * simulations_per_round``).
         k: rows kept from the pool (at least 10, below ``simulations_per_round``); with a fixed
             ``k`` the growing pool shrinks :math:`\varepsilon` round by round.
         adjust: apply the weighted local-linear regression adjustment.
+        metric: ``"residual"`` or ``"spread"``, the summaries' covariance that scales the
+            distance (above).
         sampler: round 0's proposal :math:`q_0` instead of the prior, e.g. a localized
             ``GaussianProposal`` or ``MixtureProposal`` (anything with ``sample(num, generator)
             -> theta`` and ``log_prob_unconstrained(u)``); it must cover the posterior. With a
@@ -152,7 +160,8 @@ def abc_pmc(
     Raises:
         ValueError: bad settings, a summary of the wrong shape or with non-finite values on
             the observed data, a simulator of the wrong shape; all before the first round's
-            simulations, except a simulator or summary that fails only on some parameters.
+            simulations. Non-finite simulated summaries are never kept; too few finite ones
+            stop the run with the count.
     """
     start = time.perf_counter()
     x_obs = as_observed(x_obs)
@@ -161,6 +170,8 @@ def abc_pmc(
             raise ValueError(f"{label} must be an integer >= {low}, got {value!r}")
     if isinstance(k, bool) or not isinstance(k, int) or not 10 <= k < simulations_per_round:
         raise ValueError(f"k must be an integer in [10, simulations_per_round={simulations_per_round}), got {k!r}")
+    if metric not in ("residual", "spread"):
+        raise ValueError(f"metric must be 'residual' or 'spread', got {metric!r}")
     if not callable(simulator) or not callable(summary):
         raise TypeError("simulator and summary must be callables")
     if sampler is not None and not (callable(getattr(sampler, "sample", None))
@@ -196,14 +207,21 @@ def abc_pmc(
     t_pool = simulate(u_pool, 0)
     proposals: list[StudentProposal] = []
     history: list[dict[str, float]] = []
-    latest = t_pool
+    latest, latest_u = t_pool, u_pool
 
     def log_ratio(u: Tensor) -> Tensor:  # log pi_u - log of the deterministic mixture of all rounds
         log_q = torch.stack([log_q0(u).to(torch.float64)] + [p.log_prob(u) for p in proposals])
         return space.log_prob_unconstrained(u) - (torch.logsumexp(log_q, 0) - math.log(len(log_q)))
 
     def keep() -> tuple[Tensor, Tensor, float, float | None]:
-        finite = latest[torch.isfinite(latest).all(1)]
+        usable = int(torch.isfinite(t_pool).all(1).sum())
+        if usable <= k:
+            raise ValueError(f"only {usable} of {len(t_pool)} simulated summaries are finite, k = {k} are kept")
+        ok = torch.isfinite(latest).all(1)
+        finite = latest[ok]
+        if metric == "residual" and len(finite) > 2 * (d + 1):
+            design = torch.cat([torch.ones(len(finite), 1, dtype=torch.float64), latest_u[ok]], 1)
+            finite = finite - design @ torch.linalg.lstsq(design, finite).solution
         cov = torch.cov(finite.T).reshape(len(t_obs), len(t_obs)) if len(finite) > 1 else torch.eye(len(t_obs))
         cov = cov + 1e-9 * float(cov.diagonal().mean().clamp_min(1e-12)) * torch.eye(len(t_obs), dtype=cov.dtype)
         idx, kernel, eps = _nearest(t_pool, t_obs, torch.linalg.inv(cov), k)
@@ -221,7 +239,7 @@ def abc_pmc(
         positive = w > 0
         proposals.append(StudentProposal(u_pool[idx][positive], w[positive]))
         u_new = proposals[-1].sample(simulations_per_round, g)
-        latest = simulate(u_new, r)
+        latest, latest_u = simulate(u_new, r), u_new
         u_pool, t_pool = torch.cat([u_pool, u_new]), torch.cat([t_pool, latest])
         idx, w, eps, k_hat = keep()
         history.append({"epsilon": eps, "ess": float(1 / (w**2).sum()), "k_hat": k_hat})
@@ -239,6 +257,7 @@ def abc_pmc(
         "ess": history[-1]["ess"],
         "k_hat": k_hat,
         "adjusted": bool(adjust),
+        "metric": metric,
         "rounds": history,
         "seconds": time.perf_counter() - start,
     }
