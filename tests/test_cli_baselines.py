@@ -196,3 +196,15 @@ def test_cli_model_options_need_builtin(tmp_path, capsys):
     assert main(["run", write(tmp_path, "abc", base), "--out", str(tmp_path / "o"),
                  "--quiet"]) == 2
     assert "only for built-in models" in capsys.readouterr().err
+
+
+def test_cli_abc_pmc_starts_from_the_localized_proposal(tmp_path):
+    # localize = true: round 0 comes from q (weighted pi/q from the start, so it has a k-hat)
+    out = tmp_path / "out"
+    cfg = write(tmp_path, "abc-pmc", options=OPTIONS["abc-pmc"] + "localize = true\n")
+    assert main(["run", cfg, "--out", str(out), "--quiet"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["localization_simulations"] > 0 and "proposal" in summary
+    assert summary["rounds"][0]["k_hat"] is not None
+    means = [p["mean"] for p in summary["parameters"]]
+    assert abs(means[0] - 0.5) < 1.2 and abs(means[1] + 1.0) < 1.2

@@ -41,16 +41,18 @@ GAUSS_X = torch.tensor([[-0.5, 1.0], [0.2, 0.5], [0.1, 0.8], [0.2, 0.7]], dtype=
 GAUSS_PRIOR = independent([normal(3, 1), normal(3, 1)])
 
 
-def gaussian_run(seed=0):
-    return abc_pmc(GAUSS_X, GAUSS_PRIOR, location_simulator, column_means, rounds=3,
+def gaussian_run(seed=0, metric="residual"):
+    return abc_pmc(GAUSS_X, GAUSS_PRIOR, location_simulator, column_means, rounds=3, metric=metric,
                    simulations_per_round=10_000, k=1000, generator=torch.Generator().manual_seed(seed))
 
 
-def test_conjugate_gaussian_posterior_under_a_prior_that_pulls():
+@pytest.mark.parametrize("metric", ["residual", "spread"])
+def test_conjugate_gaussian_posterior_under_a_prior_that_pulls(metric):
     # N(3, 1) prior, 4 observations with unit noise: the exact posterior is N((3 + 4 xbar) / 5, 1/5),
     # 0.45-0.6 away from xbar, so a sampler that forgets pi/q (the posterior under its proposals)
-    # lands at the likelihood's centre instead
-    posterior = gaussian_run()
+    # lands at the likelihood's centre instead; either metric is valid
+    posterior = gaussian_run(metric=metric)
+    assert posterior.info["metric"] == metric
     n = len(GAUSS_X)
     exact_mean, exact_sd = (3 + n * GAUSS_X.mean(0)) / (1 + n), (1 / (1 + n)) ** 0.5
     ess = posterior.info["ess"]
@@ -132,6 +134,7 @@ class CountingSimulator:
     ({"simulations_per_round": 10}, column_means, "simulations_per_round must be an integer >= 20"),
     ({"k": 5}, column_means, "k must be an integer in \\[10"),
     ({"k": 10_000}, column_means, "k must be an integer in \\[10"),
+    ({"metric": "euclidean"}, column_means, "metric must be 'residual' or 'spread'"),
     ({}, lambda x: x.mean((1, 2)), "summary must map x \\[B, n, p\\] to t \\[B, s\\]"),
     ({}, lambda x: x.mean(1) / 0 * 0, "non-finite"),
 ])

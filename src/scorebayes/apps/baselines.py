@@ -13,7 +13,7 @@ CLI-only keys:
 - ``estimator`` (npe): ``"maf"`` (``sbi``, default) or ``"gaussian"`` (Chatha et al.).
 - ``localize`` (all): ``true`` or a table of :func:`scorebayes.localize.localize` options;
   the localized proposal :math:`q` then draws the table (abc, npe; reweighted by
-  :math:`\\pi/q`) or initialises and shapes the chains (bsl).
+  :math:`\\pi/q`), round 0 (abc-pmc) or initialises and shapes the chains (bsl).
 - ``executor``, ``workers``, ``dask_address``, ``dask_tls``, ``stream_tables`` (abc, npe):
   where the reference table is simulated (:func:`scorebayes.apps.common.pop_execution`);
   with ``scorebayes run --out DIR`` the table's blocks are saved and reused on a re-run.
@@ -55,7 +55,7 @@ NPE_ESTIMATORS: dict[str, Callable[..., Any]] = {"maf": npe, "gaussian": gaussia
 # arguments filled in by the application, never from [options]
 RESERVED = ("x_obs", "prior", "simulator", "table", "sampler", "names", "generator",
             "progress", "executor", "store")
-CLI_KEYS = {"abc": ("localize",), "abc-pmc": ("summary",), "bsl": ("localize", "summary"),
+CLI_KEYS = {"abc": ("localize",), "abc-pmc": ("localize", "summary"), "bsl": ("localize", "summary"),
             "npe": ("localize", "summary", "estimator")}
 DEFAULT_SIMULATIONS = 10_000
 
