@@ -208,3 +208,15 @@ def test_cli_abc_pmc_starts_from_the_localized_proposal(tmp_path):
     assert summary["rounds"][0]["k_hat"] is not None
     means = [p["mean"] for p in summary["parameters"]]
     assert abs(means[0] - 0.5) < 1.2 and abs(means[1] + 1.0) < 1.2
+
+
+def test_cli_abc_pmc_rerun_resumes_from_its_rounds(tmp_path):
+    out = tmp_path / "out"
+    cfg = write(tmp_path, "abc-pmc")
+    assert main(["run", cfg, "--out", str(out), "--quiet"]) == 0
+    first = json.loads((out / "summary.json").read_text())
+    assert first["resumed_simulations"] == 0
+    assert main(["run", cfg, "--out", str(out), "--quiet"]) == 0  # nothing left to simulate
+    again = json.loads((out / "summary.json").read_text())
+    assert again["resumed_simulations"] == 3 * 2000
+    assert again["parameters"] == first["parameters"]

@@ -196,3 +196,38 @@ def test_non_finite_simulations_are_never_kept_and_too_many_stop_the_run():
 
     with pytest.raises(ValueError, match="simulated summaries are finite, k = 100 are kept"):
         abc_pmc(GAUSS_X, GAUSS_PRIOR, mostly_nan, column_means, simulations_per_round=1000, k=100)
+
+
+def test_a_failed_run_resumes_from_its_last_round_with_the_same_numbers(tmp_path):
+    from scorebayes.store import RunStore
+
+    def run(store, simulator, rounds=3):
+        return abc_pmc(GAUSS_X, GAUSS_PRIOR, simulator, column_means, rounds=rounds, simulations_per_round=2000,
+                       k=200, store=store, generator=torch.Generator().manual_seed(5))
+
+    whole = run(None, location_simulator)
+
+    class FailsInRound2(CountingSimulator):
+        def __call__(self, theta, n, generator):
+            if self.calls == 3:  # the probe, round 0, round 1, then round 2 fails
+                raise RuntimeError("cluster node lost")
+            return super().__call__(theta, n, generator)
+
+    store = RunStore(tmp_path / "run")
+    with pytest.raises(RuntimeError, match="node lost"):
+        run(store, FailsInRound2())
+    again = CountingSimulator()
+    resumed = run(RunStore(tmp_path / "run"), again)
+    assert again.calls == 1 + 2  # the probe, then rounds 2 and 3 only
+    assert resumed.info["resumed_simulations"] == 2 * 2000
+    # the same draws up to rounding (BLAS reductions over reloaded arrays may differ in the last bits)
+    assert torch.allclose(resumed.samples, whole.samples, rtol=0, atol=1e-12)
+    assert torch.allclose(resumed.weights, whole.weights, rtol=1e-9, atol=0)
+    # more rounds continue the same pool; other settings, or fewer rounds, are refused
+    more = run(RunStore(tmp_path / "run"), location_simulator, rounds=4)
+    assert len(more.info["rounds"]) == 5
+    with pytest.raises(ValueError, match="holds 4 rounds, more than rounds=3"):
+        run(RunStore(tmp_path / "run"), location_simulator)
+    with pytest.raises(ValueError, match="other settings \\(k\\)"):
+        abc_pmc(GAUSS_X, GAUSS_PRIOR, location_simulator, column_means, rounds=3, simulations_per_round=2000,
+                k=300, store=RunStore(tmp_path / "run"), generator=torch.Generator().manual_seed(5))

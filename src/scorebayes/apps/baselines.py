@@ -25,8 +25,9 @@ Option values are checked before any table or chain is simulated: the method is 
 with a stand-in simulator that stops it at its first simulation (:func:`_check_values`).
 
 ``num_simulations`` defaults to 10,000 for abc and npe. ``abc-pmc`` simulates round by round
-in-process (no executor, table store or fault options; ``simulations_per_round`` times
-``rounds + 1`` data sets).
+in-process (no executor or fault options; ``simulations_per_round`` times ``rounds + 1`` data
+sets); with ``--out DIR`` each round is checkpointed in ``DIR`` and a re-run resumes after the
+last one (or adds rounds when ``rounds`` grew).
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
         given = [key for key in EXECUTION_KEYS if key in options]
         if given:
             raise ConfigError(f"[options] {', '.join(given)}: abc-pmc simulates its rounds in-process "
-                              "and has no table store or fault handling")
+                              "and has no executor or fault handling")
     execution = pop_execution(options, base_dir=base_dir)
     check_options(options, function, "[options]", exclude=RESERVED)
     localize_options = _localize_options(cli.get("localize"))
@@ -218,8 +219,8 @@ def _run(method: str, function: Callable[..., Any], config: dict, options: dict,
     if method == "bsl":
         kwargs.update(execution.table_options(), store=current_store())
         posterior = function(x_obs, simulator, prior, **kwargs)
-    elif method == "abc-pmc":
-        posterior = function(x_obs, prior, simulator, **kwargs)
+    elif method == "abc-pmc":  # with --out DIR, rounds are checkpointed there and resumed on a re-run
+        posterior = function(x_obs, prior, simulator, store=current_store(), **kwargs)
     else:
         posterior = function(x_obs, prior, **kwargs)
     extra.update({k: v for k, v in posterior.info.items() if k not in ("method", "seconds")})

@@ -76,6 +76,16 @@ class StudentProposal:
         self.tril = torch.linalg.cholesky(inflation * cov + jitter)
         self.df = int(df)
 
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> StudentProposal:
+        """The proposal saved by :meth:`state` (a checkpoint)."""
+        proposal = cls.__new__(cls)
+        proposal.loc, proposal.tril, proposal.df = state["loc"], state["tril"], int(state["df"])
+        return proposal
+
+    def state(self) -> dict[str, Any]:
+        return {"loc": self.loc, "tril": self.tril, "df": self.df}
+
     def sample(self, num: int, generator: torch.Generator | None = None) -> Tensor:
         d = len(self.loc)
         z = torch.randn(num, d, generator=generator, dtype=self.loc.dtype)
@@ -109,6 +119,20 @@ def _summaries(summary: Callable[[Tensor], Tensor], x: Tensor, size: int, where:
     return t.to(torch.float64)
 
 
+def _resume(store: Any, recipe: dict) -> dict | None:
+    """The last ``abc_pmc/pool`` checkpoint of ``store`` for this ``recipe`` (``None``: start)."""
+    if store is None:
+        return None
+    old = store.load_json("abc_pmc/recipe")
+    if old is not None and old != recipe:
+        changed = sorted(key for key in recipe if old.get(key) != recipe[key])
+        raise ValueError(f"{store.path} holds an abc_pmc pool with other settings ({', '.join(changed)}); "
+                         "re-run with --fresh (fresh=True) to start over")
+    if old is None:
+        store.save_json("abc_pmc/recipe", recipe)
+    return store.load_checkpoint("abc_pmc/pool")
+
+
 def abc_pmc(
     x_obs: Tensor,
     prior: Distribution,
@@ -121,6 +145,7 @@ def abc_pmc(
     adjust: bool = True,
     metric: str = "residual",
     sampler: Any = None,
+    store: Any = None,
     names: Sequence[str] | None = None,
     generator: torch.Generator | None = None,
     progress: bool = False,
@@ -147,6 +172,11 @@ def abc_pmc(
             summary that identifies the parameters only near the truth (a learned score at one
             point, say), a prior start can find far modes of the posterior given the summary;
             a localized start keeps to the mode around it.
+        store: a :class:`~scorebayes.store.RunStore`: the pool, the proposals and the random
+            state are checkpointed after every round (``abc_pmc/pool``), and a re-run with the
+            same settings and seed resumes after the last round saved, drawing the same numbers
+            as an uninterrupted run (up to rounding); a re-run with more ``rounds`` adds rounds. Other settings
+            are refused (start over with ``fresh=True``).
         names: ``d`` parameter names.
         generator: source of the run seed.
         progress: a progress bar over the rounds.
@@ -200,14 +230,33 @@ def abc_pmc(
         t[bad] = math.inf  # never among the nearest
         return t
 
-    first = (sample_prior(prior, simulations_per_round, generator=g) if sampler is None
-             else sampler.sample(simulations_per_round, g))
-    u_pool = space.to_unconstrained(first.to(torch.float64))
     log_q0 = space.log_prob_unconstrained if sampler is None else sampler.log_prob_unconstrained
-    t_pool = simulate(u_pool, 0)
-    proposals: list[StudentProposal] = []
-    history: list[dict[str, float]] = []
-    latest, latest_u = t_pool, u_pool
+    recipe = {"simulations_per_round": simulations_per_round, "k": k, "metric": metric, "seed": seed,
+              "localized": sampler is not None, "t_obs": t_obs.tolist(), "d": d}
+    saved = _resume(store, recipe)
+    if saved is None:
+        first = (sample_prior(prior, simulations_per_round, generator=g) if sampler is None
+                 else sampler.sample(simulations_per_round, g))
+        u_pool = space.to_unconstrained(first.to(torch.float64))
+        t_pool = simulate(u_pool, 0)
+        proposals: list[StudentProposal] = []
+        history: list[dict[str, float]] = []
+        latest, latest_u = t_pool, u_pool
+        done = 0
+    else:
+        u_pool, t_pool, latest, latest_u = saved["u_pool"], saved["t_pool"], saved["latest"], saved["latest_u"]
+        proposals = [StudentProposal.from_state(state) for state in saved["proposals"]]
+        history, done = list(saved["history"]), int(saved["round"])
+        if done > rounds:
+            raise ValueError(f"{store.path} holds {done} rounds, more than rounds={rounds}; ask for "
+                             f"rounds >= {done} or start over (fresh=True)")
+        g.set_state(saved["generator"])
+
+    def checkpoint(r: int) -> None:
+        if store is not None:
+            store.save_checkpoint("abc_pmc/pool", {
+                "round": r, "u_pool": u_pool, "t_pool": t_pool, "latest": latest, "latest_u": latest_u,
+                "proposals": [p.state() for p in proposals], "history": history, "generator": g.get_state()})
 
     def log_ratio(u: Tensor) -> Tensor:  # log pi_u - log of the deterministic mixture of all rounds
         log_q = torch.stack([log_q0(u).to(torch.float64)] + [p.log_prob(u) for p in proposals])
@@ -232,10 +281,12 @@ def abc_pmc(
         return idx, w, eps, k_hat
 
     idx, w, eps, k_hat = keep()
-    history.append({"epsilon": eps, "ess": float(1 / (w**2).sum()), "k_hat": k_hat})
+    if saved is None:
+        history.append({"epsilon": eps, "ess": float(1 / (w**2).sum()), "k_hat": k_hat})
+        checkpoint(0)
     from tqdm.auto import tqdm
 
-    for r in tqdm(range(1, rounds + 1), desc="ABC-PMC rounds", disable=not progress):
+    for r in tqdm(range(done + 1, rounds + 1), desc="ABC-PMC rounds", disable=not progress):
         positive = w > 0
         proposals.append(StudentProposal(u_pool[idx][positive], w[positive]))
         u_new = proposals[-1].sample(simulations_per_round, g)
@@ -243,6 +294,7 @@ def abc_pmc(
         u_pool, t_pool = torch.cat([u_pool, u_new]), torch.cat([t_pool, latest])
         idx, w, eps, k_hat = keep()
         history.append({"epsilon": eps, "ess": float(1 / (w**2).sum()), "k_hat": k_hat})
+        checkpoint(r)
     u_kept = u_pool[idx]
     if adjust:
         diff = t_pool[idx] - t_obs
@@ -252,6 +304,7 @@ def abc_pmc(
     info = {
         "method": "abc-pmc",
         "simulations": float((rounds + 1) * simulations_per_round),
+        "resumed_simulations": float((done + 1) * simulations_per_round) if saved is not None else 0.0,
         "k": int(k),
         "epsilon": eps,
         "ess": history[-1]["ess"],
