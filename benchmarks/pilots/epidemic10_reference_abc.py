@@ -280,7 +280,8 @@ class StudentProposal:
     located at the weighted mean of draws ``u_i [n, d]`` with scale twice their weighted
     covariance. Heavier-tailed than the Gaussian prior in u, so pi_u / proposal stays bounded;
     one smooth density rather than a kernel mixture, whose bumps in 12 dimensions make the
-    importance weights erratic."""
+    importance weights erratic. (The library's ``scorebayes.baselines.abc_pmc.StudentProposal``
+    is this with a scale-relative jitter; this copy stays so the recorded runs reproduce.)"""
 
     NU = 4
 

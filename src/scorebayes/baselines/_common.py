@@ -139,6 +139,22 @@ def pareto_smooth(weights: Tensor | None, smoothing: str | None = "psis") -> tup
     return smoothed, float(k_hat)
 
 
+def resume_checkpoint(store: Any, folder: str, what: str, recipe: dict, checkpoint: str) -> dict | None:
+    """The last ``<folder>/<checkpoint>`` checkpoint of ``store`` saved under this ``recipe``
+    (``None``: nothing saved, or no store). The first call records the recipe; a later one with
+    other settings is refused, naming them, since its checkpoint would not fit them."""
+    if store is None:
+        return None
+    old = store.load_json(f"{folder}/recipe")
+    if old is not None and old != recipe:
+        changed = sorted(key for key in set(old) | set(recipe) if old.get(key) != recipe.get(key))
+        raise ValueError(f"{store.path} holds {what} with other settings ({', '.join(changed)}); "
+                         "re-run with --fresh (fresh=True) to start over")
+    if old is None:
+        store.save_json(f"{folder}/recipe", recipe)
+    return store.load_checkpoint(f"{folder}/{checkpoint}")
+
+
 def kish_ess(weights: Tensor | None, num: int) -> float:
     """Kish's effective sample size :math:`1/\\sum w_i^2` (``num`` when unweighted)."""
     return float(num) if weights is None else float(1.0 / (weights**2).sum())

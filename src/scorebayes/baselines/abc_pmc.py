@@ -56,7 +56,7 @@ from torch.distributions import Distribution
 from ..posterior import Posterior
 from ..priors import ParameterSpace
 from ..priors import sample as sample_prior
-from ._common import as_observed, pareto_smooth, seed_from
+from ._common import as_observed, pareto_smooth, resume_checkpoint, seed_from
 
 __all__ = ["abc_pmc", "StudentProposal"]
 
@@ -117,20 +117,6 @@ def _summaries(summary: Callable[[Tensor], Tensor], x: Tensor, size: int, where:
     if size and t.shape[1] != size:
         raise ValueError(f"summary returned {t.shape[1]} statistics on {where}, {size} on the observed data")
     return t.to(torch.float64)
-
-
-def _resume(store: Any, recipe: dict) -> dict | None:
-    """The last ``abc_pmc/pool`` checkpoint of ``store`` for this ``recipe`` (``None``: start)."""
-    if store is None:
-        return None
-    old = store.load_json("abc_pmc/recipe")
-    if old is not None and old != recipe:
-        changed = sorted(key for key in recipe if old.get(key) != recipe[key])
-        raise ValueError(f"{store.path} holds an abc_pmc pool with other settings ({', '.join(changed)}); "
-                         "re-run with --fresh (fresh=True) to start over")
-    if old is None:
-        store.save_json("abc_pmc/recipe", recipe)
-    return store.load_checkpoint("abc_pmc/pool")
 
 
 def abc_pmc(
@@ -233,7 +219,7 @@ def abc_pmc(
     log_q0 = space.log_prob_unconstrained if sampler is None else sampler.log_prob_unconstrained
     recipe = {"simulations_per_round": simulations_per_round, "k": k, "metric": metric, "seed": seed,
               "localized": sampler is not None, "t_obs": t_obs.tolist(), "d": d}
-    saved = _resume(store, recipe)
+    saved = resume_checkpoint(store, "abc_pmc", "an abc_pmc pool", recipe, "pool")
     if saved is None:
         first = (sample_prior(prior, simulations_per_round, generator=g) if sampler is None
                  else sampler.sample(simulations_per_round, g))
@@ -259,8 +245,10 @@ def abc_pmc(
                 "proposals": [p.state() for p in proposals], "history": history, "generator": g.get_state()})
 
     def log_ratio(u: Tensor) -> Tensor:  # log pi_u - log of the deterministic mixture of all rounds
-        log_q = torch.stack([log_q0(u).to(torch.float64)] + [p.log_prob(u) for p in proposals])
-        return space.log_prob_unconstrained(u) - (torch.logsumexp(log_q, 0) - math.log(len(log_q)))
+        log_pi = space.log_prob_unconstrained(u)
+        log_q = torch.stack([log_pi if sampler is None else log_q0(u).to(torch.float64)]
+                            + [p.log_prob(u) for p in proposals])
+        return log_pi - (torch.logsumexp(log_q, 0) - math.log(len(log_q)))
 
     def keep() -> tuple[Tensor, Tensor, float, float | None]:
         usable = int(torch.isfinite(t_pool).all(1).sum())

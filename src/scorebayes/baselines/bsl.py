@@ -69,7 +69,7 @@ from ..priors import ParameterSpace
 from ..priors import sample as sample_prior
 from ..simulators import SimulatorError, as_simulator
 from ..table_blocks import FAULT_MODES, simulate_groups
-from ._common import as_observed, uses_prior
+from ._common import as_observed, resume_checkpoint, uses_prior
 
 __all__ = ["bsl", "mean_sd_summary", "gaussian_synthetic_loglik"]
 
@@ -279,7 +279,7 @@ def bsl(
               "num_sims": num_sims, "adapt": bool(adapt), "target": float(target_acceptance),
               "adapt_covariance": adapt_cov,
               "on_error": on_simulator_error, "retries": retries, "s_obs": s_obs.tolist()}
-    saved = _resume(store, recipe)
+    saved = resume_checkpoint(store, "bsl", "a bsl chain", recipe, "chain")
     if saved is None:
         lp = space.log_prob_unconstrained(u)
         ll = log_lik(u, lp)
@@ -351,19 +351,6 @@ def bsl(
             "the chains avoid those parameters and the posterior is biased away from them",
             stacklevel=2)
     return Posterior(chain[:, burn_in:], names, info=info)
-
-
-def _resume(store: Any, recipe: dict) -> dict | None:
-    """The last ``bsl/chain`` checkpoint of ``store`` for this ``recipe`` (``None``: start)."""
-    if store is None:
-        return None
-    old = store.load_json("bsl/recipe")
-    if old is not None and old != recipe:
-        raise ValueError(f"{store.path} holds a bsl chain with other settings; re-run with "
-                         "--fresh (fresh=True) to start over")
-    if old is None:
-        store.save_json("bsl/recipe", recipe)
-    return store.load_checkpoint("bsl/chain")
 
 
 def _window_covariance(u: Tensor, accepted: Tensor) -> Tensor | None:
