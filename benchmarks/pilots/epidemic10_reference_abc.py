@@ -444,7 +444,10 @@ def library(worker: int, workers: int, data_sets: int, rounds: int = 6, localize
     ``localized``: round 0 drawn from the table's q, ``library_q_METRIC.jsonl``): a check of
     :func:`adaptive` ``--raw`` by other code. From the prior, 6 rounds do not settle in 12
     dimensions with a summary that is informative only near theta* (session 62: facility means
-    0.006 to 0.26 on data sets 0-9, one run in a far mode at 0.006); from q they are the check."""
+    0.006 to 0.26 on data sets 0-9, one run in a far mode at 0.006); from q they are the check.
+    The recorded runs used the library at commit 0127fc0, whose rounds drew all their simulations
+    from one generator; since session 63 every block of a round has its own seed (so an executor
+    gives the same draws), and a re-run gives other Monte Carlo draws of the same posteriors."""
     from scorebayes.baselines import abc_pmc
 
     model, est, u_star, q = setting()

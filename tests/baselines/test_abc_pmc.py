@@ -203,7 +203,7 @@ def test_a_failed_run_resumes_from_its_last_round_with_the_same_numbers(tmp_path
 
     def run(store, simulator, rounds=3):
         return abc_pmc(GAUSS_X, GAUSS_PRIOR, simulator, column_means, rounds=rounds, simulations_per_round=2000,
-                       k=200, store=store, generator=torch.Generator().manual_seed(5))
+                       k=200, store=store, block_size=2000, generator=torch.Generator().manual_seed(5))
 
     whole = run(None, location_simulator)
 
@@ -230,4 +230,22 @@ def test_a_failed_run_resumes_from_its_last_round_with_the_same_numbers(tmp_path
         run(RunStore(tmp_path / "run"), location_simulator)
     with pytest.raises(ValueError, match="other settings \\(k\\)"):
         abc_pmc(GAUSS_X, GAUSS_PRIOR, location_simulator, column_means, rounds=3, simulations_per_round=2000,
-                k=300, store=RunStore(tmp_path / "run"), generator=torch.Generator().manual_seed(5))
+                k=300, store=RunStore(tmp_path / "run"), block_size=2000,
+                generator=torch.Generator().manual_seed(5))
+
+
+def test_an_executor_gives_the_in_process_draws():
+    from scorebayes.parallel import make_executor
+
+    def run(executor, simulator=location_simulator):
+        return abc_pmc(GAUSS_X, GAUSS_PRIOR, simulator, column_means, rounds=2, simulations_per_round=1500,
+                       k=100, block_size=400, executor=executor, generator=torch.Generator().manual_seed(9))
+
+    here = run(None)
+    with make_executor("processes", workers=2) as pool:
+        there = run(pool)
+        with pytest.raises(TypeError, match="cannot be sent to worker processes"):
+            run(pool, lambda theta, n, generator: location_simulator(theta, n, generator))
+    # one generator per block, wherever it runs: the same simulations, so the same draws
+    assert torch.allclose(there.samples, here.samples, rtol=0, atol=1e-12)
+    assert torch.allclose(there.weights, here.weights, rtol=1e-9, atol=0)

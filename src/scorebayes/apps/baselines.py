@@ -14,9 +14,10 @@ CLI-only keys:
 - ``localize`` (all): ``true`` or a table of :func:`scorebayes.localize.localize` options;
   the localized proposal :math:`q` then draws the table (abc, npe; reweighted by
   :math:`\\pi/q`), round 0 (abc-pmc) or initialises and shapes the chains (bsl).
-- ``executor``, ``workers``, ``dask_address``, ``dask_tls``, ``stream_tables`` (abc, npe):
-  where the reference table is simulated (:func:`scorebayes.apps.common.pop_execution`);
-  with ``scorebayes run --out DIR`` the table's blocks are saved and reused on a re-run.
+- ``executor``, ``workers``, ``dask_address``, ``dask_tls`` (abc, abc-pmc, npe) and
+  ``stream_tables`` (abc, npe): where the reference table (abc-pmc: each round's blocks) is
+  simulated (:func:`scorebayes.apps.common.pop_execution`); with ``scorebayes run --out DIR``
+  the table's blocks are saved and reused on a re-run.
 - ``on_simulator_error``, ``max_failure_fraction``, ``retries`` (all): simulator faults
   (dropped table rows for abc and npe; rejected proposals for bsl, whose chain state is
   checkpointed in ``DIR`` every ``checkpoint_every`` iterations and resumed on a re-run).
@@ -25,9 +26,10 @@ Option values are checked before any table or chain is simulated: the method is 
 with a stand-in simulator that stops it at its first simulation (:func:`_check_values`).
 
 ``num_simulations`` defaults to 10,000 for abc and npe. ``abc-pmc`` simulates round by round
-in-process (no executor or fault options; ``simulations_per_round`` times ``rounds + 1`` data
-sets); with ``--out DIR`` each round is checkpointed in ``DIR`` and a re-run resumes after the
-last one (or adds rounds when ``rounds`` grew).
+(``simulations_per_round`` times ``rounds + 1`` data sets; no fault options: a non-finite
+summary is never kept, a raising simulator stops the run); with ``--out DIR`` each round is
+checkpointed in ``DIR`` and a re-run resumes after the last one (or adds rounds when ``rounds``
+grew).
 """
 
 from __future__ import annotations
@@ -157,10 +159,11 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
             raise ConfigError(f"[options] {', '.join(given)}: bsl simulates inside its Markov "
                               "chain, one proposal at a time; these options are for abc and npe")
     if method == "abc-pmc":
-        given = [key for key in EXECUTION_KEYS if key in options]
+        given = [key for key in EXECUTION_KEYS[4:] if key in options]
         if given:
-            raise ConfigError(f"[options] {', '.join(given)}: abc-pmc simulates its rounds in-process "
-                              "and has no executor or fault handling")
+            raise ConfigError(f"[options] {', '.join(given)}: abc-pmc keeps no reference table and has "
+                              "no fault handling (a non-finite summary is never kept; a raising "
+                              "simulator stops the run, resumable with --out DIR)")
     execution = pop_execution(options, base_dir=base_dir)
     check_options(options, function, "[options]", exclude=RESERVED)
     localize_options = _localize_options(cli.get("localize"))

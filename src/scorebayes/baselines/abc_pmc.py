@@ -31,6 +31,11 @@ leaves rows in its own tails with weights :math:`\propto 1/q`. On the 12-paramet
 :math:`\theta^*` that choice took Pareto :math:`\hat k` above 0.7 on 26 of 40 data sets; fitted to
 the rows, 8 of 40 (``benchmarks/pilots/epidemic10_reference_abc.py``, session 62).
 
+Each round's simulations run in blocks of ``block_size`` rows, block :math:`b` of round
+:math:`r` with its own generator ``make_generator(seed, "abc_pmc", r, b)`` and its summaries
+computed where it was simulated, so an executor (a process pool or a Dask cluster) returns only
+the summaries and gives the same numbers as a run in-process.
+
 Shapes: ``simulator(theta [B, d], n, generator) -> x [B, n, p]``; ``summary(x [B, n, p]) ->
 t [B, s]``.
 
@@ -47,12 +52,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from typing import Any
 
 import torch
 from torch import Tensor
 from torch.distributions import Distribution
 
+from ..parallel import check_picklable, make_generator, map_units
 from ..posterior import Posterior
 from ..priors import ParameterSpace
 from ..priors import sample as sample_prior
@@ -110,13 +117,29 @@ def _nearest(t: Tensor, t_obs: Tensor, precision: Tensor, k: int) -> tuple[Tenso
 
 
 def _summaries(summary: Callable[[Tensor], Tensor], x: Tensor, size: int, where: str) -> Tensor:
-    t = summary(x)
-    if not isinstance(t, Tensor) or t.dim() != 2 or t.shape[0] != len(x):
+    return _checked(summary(x), len(x), size, where)
+
+
+def _checked(t: Any, rows: int, size: int, where: str) -> Tensor:
+    """``t`` as float64 ``[rows, size]`` (``size`` 0: any), or a ValueError naming ``where``."""
+    if not isinstance(t, Tensor) or t.dim() != 2 or t.shape[0] != rows:
         raise ValueError(f"summary must map x [B, n, p] to t [B, s]; on {where} it returned "
                          f"{tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__}")
     if size and t.shape[1] != size:
         raise ValueError(f"summary returned {t.shape[1]} statistics on {where}, {size} on the observed data")
     return t.to(torch.float64)
+
+
+class _SummaryTask:
+    """Simulate one block of given parameters and return its summaries (picklable, for executors)."""
+
+    def __init__(self, simulator: Any, summary: Callable[[Tensor], Tensor], n: int, seed: int):
+        self.simulator, self.summary, self.n, self.seed = simulator, summary, n, seed
+
+    def __call__(self, unit: tuple[int, int, Tensor]) -> Tensor:
+        r, block, theta = unit
+        x = self.simulator(theta, self.n, make_generator(self.seed, "abc_pmc", r, block))
+        return torch.as_tensor(self.summary(x))
 
 
 def abc_pmc(
@@ -132,6 +155,8 @@ def abc_pmc(
     metric: str = "residual",
     sampler: Any = None,
     store: Any = None,
+    block_size: int = 1_000,
+    executor: Executor | None = None,
     names: Sequence[str] | None = None,
     generator: torch.Generator | None = None,
     progress: bool = False,
@@ -163,6 +188,12 @@ def abc_pmc(
             same settings and seed resumes after the last round saved, drawing the same numbers
             as an uninterrupted run (up to rounding); a re-run with more ``rounds`` adds rounds. Other settings
             are refused (start over with ``fresh=True``).
+        block_size: rows simulated per task; bounds the memory of one simulator call. Each
+            block has its own generator, so the draws depend on it (not on the executor).
+        executor: ``None`` (in-process) or a ``concurrent.futures.Executor`` (e.g.
+            :func:`scorebayes.parallel.make_executor`'s process pool or Dask client) that
+            simulates and summarises the blocks; ``simulator`` and ``summary`` must then be
+            picklable. The draws are the same as in-process.
         names: ``d`` parameter names.
         generator: source of the run seed.
         progress: a progress bar over the rounds.
@@ -186,6 +217,8 @@ def abc_pmc(
             raise ValueError(f"{label} must be an integer >= {low}, got {value!r}")
     if isinstance(k, bool) or not isinstance(k, int) or not 10 <= k < simulations_per_round:
         raise ValueError(f"k must be an integer in [10, simulations_per_round={simulations_per_round}), got {k!r}")
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
     if metric not in ("residual", "spread"):
         raise ValueError(f"metric must be 'residual' or 'spread', got {metric!r}")
     if not callable(simulator) or not callable(summary):
@@ -201,6 +234,9 @@ def abc_pmc(
         raise ValueError("the summary of the observed data has non-finite values")
     seed = seed_from(generator)
     g = torch.Generator().manual_seed(seed)
+    task = _SummaryTask(simulator, summary, n, seed)
+    if executor is not None:
+        check_picklable(task, "simulator or summary")
     probe = simulator(sample_prior(prior, 2, generator=g).to(torch.float64), n, g)
     if not isinstance(probe, Tensor) or probe.shape[:2] != (2, n) or probe.shape[2:] != x_obs.shape[1:]:
         raise ValueError(f"simulator must return x [B, n={n}, p={x_obs.shape[1]}] for theta [B, {d}], got "
@@ -209,7 +245,9 @@ def abc_pmc(
 
     def simulate(u: Tensor, r: int) -> Tensor:
         theta = space.to_constrained(u)
-        t = _summaries(summary, simulator(theta, n, g), len(t_obs), f"round {r}'s simulations")
+        units = [(r, b, block) for b, block in enumerate(theta.split(block_size))]
+        t = _checked(torch.cat(map_units(task, units, executor=executor)), len(theta), len(t_obs),
+                     f"round {r}'s simulations")
         bad = ~torch.isfinite(t).all(1)
         if bad.all():
             raise ValueError(f"every summary of round {r} is non-finite")
@@ -218,7 +256,8 @@ def abc_pmc(
 
     log_q0 = space.log_prob_unconstrained if sampler is None else sampler.log_prob_unconstrained
     recipe = {"simulations_per_round": simulations_per_round, "k": k, "metric": metric, "seed": seed,
-              "localized": sampler is not None, "t_obs": t_obs.tolist(), "d": d}
+              "localized": sampler is not None, "t_obs": t_obs.tolist(), "d": d,
+              "block_size": block_size}
     saved = resume_checkpoint(store, "abc_pmc", "an abc_pmc pool", recipe, "pool")
     if saved is None:
         first = (sample_prior(prior, simulations_per_round, generator=g) if sampler is None
