@@ -1,0 +1,204 @@
+r"""Pilot (session 63): what would the epidemic's hidden infections say? A floor on Table 6's widths.
+
+The summary matrix :math:`S` is a function of the complete data :math:`C` (every hidden status
+and discharge), whose likelihood is explicit: :mod:`scorebayes.models.epidemic_complete` (the
+equations, and tests of the score identities). Since :math:`S = f(C)`:
+
+- asymptotically, every regular estimator given :math:`S` has variance at least
+  :math:`I_C^{-1}` (Cramér–Rao), so a correct, near-Gaussian posterior given :math:`S` is at least
+  :math:`3.92\sqrt{(I_C^{-1})_{jj}}` wide; near the boundary :math:`\theta = 0` (floors 1-3) and
+  with the prior's pull the posterior is not near Gaussian, and this bound does not apply;
+- averaged over any prior, :math:`\mathbb E\operatorname{Var}(\theta_j \mid S) \ge
+  \mathbb E\operatorname{Var}(\theta_j \mid C)`. The exact posterior given :math:`C` can be
+  sampled. On the data sets of the reference pilot (``epidemic10_reference_abc.py``, generator
+  ``(13, "field-root")``) it is the answer of someone who saw every infection.
+
+Commands (``.venv/bin/python benchmarks/pilots/epidemic10_complete_data.py ...``):
+
+- ``info [B] [--model epidemic5]``: :math:`I_C` at :math:`\theta^*` from ``B`` (default 400)
+  trajectories. The check: the complete-data score's mean (0) and its covariance (:math:`I_C`).
+  The Cramér–Rao widths are printed beside the paper's rows and ours.
+- ``posterior WORKER WORKERS DATA_SETS [--model epidemic5]``: NUTS (``scorebayes.samplers.
+  sample_nuts``, 2 chains, 300 warm-up, 600 draws each, dense mass) on the complete-data
+  posterior under the model's prior. Appends to
+  ``runs/pilots/complete_data/posterior_MODEL.jsonl``.
+- ``report [--model epidemic5]``: widths, coverage and errors over those data sets. For
+  epidemic10 also, data set by data set, beside the reference ABC (``adaptive_raw.jsonl``) and
+  the learned chains (``learned040.pt``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from scorebayes.models import get_model  # noqa: E402
+from scorebayes.models.epidemic_complete import CompleteDataLikelihood, complete_data_score  # noqa: E402
+from scorebayes.parallel import make_generator  # noqa: E402
+from scorebayes.priors import ParameterSpace  # noqa: E402
+from scorebayes.samplers.nuts import sample_nuts  # noqa: E402
+
+F64 = torch.float64
+RUNS = ROOT / "runs" / "pilots"
+STORE = RUNS / "complete_data"
+TRUTH_DATA_SETS = 100  # as epidemic10_reference_abc.py: the first chunk of its data sets
+
+
+def paper_widths(name: str, names: list[str]) -> torch.Tensor:
+    """The paper's n-model CI95 widths (Table 6 or Table 3)."""
+    from epidemic5 import TABLE3
+    from epidemic10 import TABLE6
+
+    table = TABLE6 if name == "epidemic10" else TABLE3
+    return torch.tensor([table[k][2][3] for k in names], dtype=F64)
+
+
+def trajectories(name: str, num: int, generator: torch.Generator):
+    """``num`` runs at theta*: ``(model, S [num, T, J+2], X [num, T, N], discharged [num, T, N])``.
+
+    Draws the latents as ``EpidemicSimulator.simulate`` does for ``num <= chunk_size``, so with the
+    reference pilot's generator these are its data sets (checked in :func:`posterior`)."""
+    model = get_model(name)
+    sim = model.epidemic_simulator
+    theta = model.true_parameters.to(F64).expand(num, -1).clone()
+    z = sim.latent(num, sim.steps, generator)
+    S, X, _ = sim.run(theta, z, return_states=True)
+    return model, S, X, z[..., 2] < sim.gamma
+
+
+def info(name: str, num: int) -> None:
+    model, _, X, discharged = trajectories(name, num, make_generator(63, "complete-info"))
+    score, fisher = complete_data_score(model.epidemic_simulator, model.true_parameters, X, discharged)
+    se = score.std(0) / num**0.5
+    empirical = torch.cov(score.T)
+    width = 3.92 * torch.linalg.inv(fisher).diagonal().sqrt()
+    paper = paper_widths(name, model.reported_names)
+    ours = json.loads((ROOT / "benchmarks" / "results" / f"{name}.json").read_text())["methods"]
+    row = "n-model-views-spread" if name == "epidemic10" else "n-model"
+    our = torch.tensor([ours[row]["parameters"][k]["ci_width"] for k in model.reported_names], dtype=F64)
+    print(f"{name}, {num} complete-data trajectories at theta*; rates {', '.join(model.reported_names)}")
+    print(f"  check: mean score / SE          {fmt(score.mean(0) / se, '+.1f')}")
+    print(f"  check: var(score) / I_C (diag)  {fmt(empirical.diagonal() / fisher.diagonal(), '.2f')}"
+          f"  (Monte Carlo SE about {(2 / num) ** 0.5:.2f})")
+    print(f"  Cramer-Rao CI95 widths 3.92 sqrt(I_C^-1)_jj: {fmt(width, '.3f')}")
+    print(f"    over the paper's n-model row:              {fmt(width / paper, '.2f')}")
+    print(f"    over ours ({row}):  {fmt(width / our, '.2f')}")
+
+
+def fmt(values: torch.Tensor, spec: str) -> str:
+    return " / ".join(format(v, spec) for v in values.tolist())
+
+
+def posterior(worker: int, workers: int, data_sets: int, name: str) -> None:
+    model, S, X, discharged = trajectories(name, TRUTH_DATA_SETS, make_generator(13, "field-root"))
+    check = model.simulator(model.true_parameters.to(F64).expand(TRUTH_DATA_SETS, -1).clone(), S.shape[1],
+                            make_generator(13, "field-root"))
+    if not torch.equal(check, S):  # the reference pilot's data sets, or its comparison means nothing
+        raise SystemExit("the trajectories' S differ from the simulator's data sets")
+    space, prior = ParameterSpace(model.prior), model.prior
+    truth = model.true_parameters.to(F64)
+    STORE.mkdir(parents=True, exist_ok=True)
+    out = STORE / f"posterior_{name}.jsonl"
+    done = {json.loads(line)["data_set"] for line in open(out)} if out.exists() else set()
+    for k in range(worker, data_sets, workers):
+        if k in done:
+            continue
+        start = time.perf_counter()
+        likelihood = CompleteDataLikelihood(model.epidemic_simulator, X[k], discharged[k])
+
+        def log_prob(theta, likelihood=likelihood):  # theta [1, d] -> [1]
+            return prior.log_prob(theta) + likelihood.log_prob(theta)
+
+        post = sample_nuts(log_prob, truth.expand(2, -1).clone(), 600, space=space, warmup=300,
+                           full_mass=True, generator=make_generator(63, "complete-nuts", k))
+        draws = post.samples.reshape(-1, len(truth))
+        lo, hi = draws.quantile(0.025, 0), draws.quantile(0.975, 0)
+        record = {"data_set": k, "infections": len(likelihood.events), "mean": draws.mean(0).tolist(),
+                  "lo": lo.tolist(), "hi": hi.tolist(), "divergences": post.info["divergences"],
+                  "rhat": max_rhat(post.samples), "seconds": time.perf_counter() - start}
+        with open(out, "a") as f:
+            f.write(json.dumps(record) + "\n")
+        print(f"data set {k}: {len(likelihood.events)} infections; facility {record['mean'][0]:.4f} "
+              f"[{lo[0]:.4f}, {hi[0]:.4f}], max R-hat {record['rhat']:.3f}, "
+              f"{record['divergences']} divergences, {record['seconds']:.0f} s", flush=True)
+
+
+def max_rhat(samples: torch.Tensor) -> float:
+    """Split R-hat (ArviZ), the largest over the parameters, of ``samples [C, S, d]``."""
+    import arviz
+
+    return float(arviz.rhat(arviz.convert_to_dataset(samples.numpy())).to_array().max())
+
+
+def report(name: str) -> None:
+    model = get_model(name)
+    names = model.reported_names
+    truth = model.true_parameters.to(F64)
+    rows = sorted(map(json.loads, open(STORE / f"posterior_{name}.jsonl")), key=lambda r: r["data_set"])
+    mean, lo, hi = (torch.tensor([r[key] for r in rows], dtype=F64) for key in ("mean", "lo", "hi"))
+    width = hi - lo
+    covered = (lo <= truth) & (truth <= hi)
+    paper = paper_widths(name, names)
+    print(f"{name}: complete-data posteriors on {len(rows)} data sets at theta* "
+          f"(max R-hat {max(r['rhat'] for r in rows):.3f}, {sum(r['divergences'] for r in rows)} divergences)")
+    print(f"  mean CI95 width:            {fmt(width.mean(0), '.3f')}")
+    print(f"  SE of that mean:            {fmt(width.std(0) / len(rows) ** 0.5, '.3f')}")
+    print(f"  over the paper's n-model:   {fmt(width.mean(0) / paper, '.2f')}")
+    print(f"  coverage:                   {fmt(covered.double().mean(0), '.2f')}")
+    print(f"  mean error (SE {fmt((mean - truth).std(0) / len(rows) ** 0.5, '.3f')}): "
+          f"{fmt((mean - truth).mean(0), '+.3f')}")
+    print(f"  mean |error|:               {fmt((mean - truth).abs().mean(0), '.3f')}")
+    if name != "epidemic10":
+        return
+    ref_path = RUNS / "reference_abc" / "adaptive_raw.jsonl"
+    learned_path = RUNS / "reference_abc" / "learned040.pt"
+    ref = {r["data_set"]: r["score_stage6"] for r in map(json.loads, open(ref_path))}
+    learned = torch.load(learned_path)["draws"] if learned_path.exists() else None  # [40, 500, d]
+    print("  the facility rate, data set by data set: complete data | reference ABC (score summary, "
+          "round 6) | learned (n-model-views-spread fit)")
+    for r in rows:
+        k = r["data_set"]
+        line = f"    {k:2d}: {r['mean'][0]:.3f} [{r['lo'][0]:.3f}, {r['hi'][0]:.3f}]"
+        if k in ref:
+            line += f" | {ref[k]['mean'][0]:.3f} [{ref[k]['lo'][0]:.3f}, {ref[k]['hi'][0]:.3f}]"
+        if learned is not None and k < len(learned):
+            f = learned[k, :, 0].double()
+            line += f" | {f.mean():.3f} [{f.quantile(0.025):.3f}, {f.quantile(0.975):.3f}]"
+        print(line)
+    shared = [r for r in rows if r["data_set"] in ref]
+    if shared:
+        mean_c = torch.tensor([r["mean"] for r in shared], dtype=F64)
+        mean_r = torch.tensor([ref[r["data_set"]]["mean"] for r in shared], dtype=F64)
+        width_r = torch.tensor([[h - l for l, h in zip(ref[r["data_set"]]["lo"], ref[r["data_set"]]["hi"])]
+                                for r in shared], dtype=F64)
+        width_c = torch.tensor([[h - l for l, h in zip(r["lo"], r["hi"])] for r in shared], dtype=F64)
+        print(f"  on the {len(shared)} data sets with a reference: mean width of the reference over the "
+              f"complete data's: {fmt(width_r.mean(0) / width_c.mean(0), '.2f')}")
+        corr = [float(torch.corrcoef(torch.stack([mean_c[:, j], mean_r[:, j]]))[0, 1]) for j in range(len(names))]
+        print(f"  correlation of the posterior means (complete data, reference): {fmt(torch.tensor(corr), '+.2f')}")
+
+
+def main(argv: list[str]) -> None:
+    name = "epidemic5" if "--model" in argv and argv[argv.index("--model") + 1] == "epidemic5" else "epidemic10"
+    args = [a for a in argv if not a.startswith("--") and a not in ("epidemic5", "epidemic10")]
+    torch.set_num_threads(1)
+    if args and args[0] == "info":
+        info(name, int(args[1]) if len(args) > 1 else 400)
+    elif args and args[0] == "posterior":
+        posterior(*(int(a) for a in args[1:4]), name)
+    elif args and args[0] == "report":
+        report(name)
+    else:
+        raise SystemExit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
