@@ -25,6 +25,7 @@ Commands (``.venv/bin/python benchmarks/pilots/epidemic10_complete_data.py ...``
 - ``report [--model epidemic5]``: widths, coverage and errors over those data sets. For
   epidemic10 also, data set by data set, beside the reference ABC (``adaptive_raw.jsonl``) and
   the learned chains (``learned040.pt``).
+- ``figure``: ``benchmarks/results/epidemic10_complete_data.png`` from those three.
 """
 
 from __future__ import annotations
@@ -186,6 +187,54 @@ def report(name: str) -> None:
         print(f"  correlation of the posterior means (complete data, reference): {fmt(torch.tensor(corr), '+.2f')}")
 
 
+def figure() -> None:
+    """``benchmarks/results/epidemic10_complete_data.png``: per data set, the facility rate's CI95
+    given the complete data, the reference ABC's and the learned chains'; and every rate's mean
+    width from each beside the paper's n-model row."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    model = get_model("epidemic10")
+    names, truth = model.reported_names, model.true_parameters.to(F64)
+    rows = sorted(map(json.loads, open(STORE / "posterior_epidemic10.jsonl")), key=lambda r: r["data_set"])
+    ref = {r["data_set"]: r["score_stage6"]
+           for r in map(json.loads, open(RUNS / "reference_abc" / "adaptive_raw.jsonl"))}
+    learned = torch.load(RUNS / "reference_abc" / "learned040.pt")["draws"].double()  # [40, 500, d]
+    keys = [r["data_set"] for r in rows if r["data_set"] in ref and r["data_set"] < len(learned)]
+    intervals = {
+        "complete data, exact (NUTS)": [(r["lo"], r["hi"]) for r in rows if r["data_set"] in keys],
+        "reference ABC-PMC (score summary)": [(ref[k]["lo"], ref[k]["hi"]) for k in keys],
+        "learned (n-model-views-spread fit)": [(learned[k].quantile(0.025, 0).tolist(),
+                                                learned[k].quantile(0.975, 0).tolist()) for k in keys],
+    }
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [1.4, 1]})
+    for j, (label, ivs) in enumerate(intervals.items()):
+        for i, (lo, hi) in enumerate(ivs):
+            x = i + (j - 1) * 0.25
+            axes[0].plot([x, x], [lo[0], hi[0]], color=f"C{j}", lw=2, label=label if i == 0 else None)
+    axes[0].axhline(float(truth[0]), color="k", ls="--", lw=1, label="truth")
+    axes[0].set_xticks(range(len(keys)), [str(k) for k in keys], fontsize=7)
+    axes[0].set_xlabel("data set at theta*")
+    axes[0].set_ylabel("beta_facility")
+    axes[0].set_title("facility rate, CI95 per data set (prior lognormal(-3, 2))")
+    axes[0].legend(fontsize=7, loc="upper right")
+    xs = torch.arange(len(names))
+    for j, (label, ivs) in enumerate(intervals.items()):
+        width = torch.tensor([[h - lo_ for lo_, h in zip(lo, hi)] for lo, hi in ivs], dtype=F64).mean(0)
+        axes[1].plot(xs, width, "o", color=f"C{j}", label=label)
+    axes[1].plot(xs, paper_widths("epidemic10", names), "k_", ms=14, mew=2, label="paper, n-model (Table 6)")
+    axes[1].set_xticks(xs, [n.replace("beta_", "") for n in names], rotation=45, fontsize=7)
+    axes[1].set_ylabel("mean CI95 width")
+    axes[1].set_title(f"mean widths over these {len(keys)} data sets")
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    out = ROOT / "benchmarks" / "results" / "epidemic10_complete_data.png"
+    fig.savefig(out, dpi=110)
+    print(f"wrote {out}")
+
+
 def main(argv: list[str]) -> None:
     name = "epidemic5" if "--model" in argv and argv[argv.index("--model") + 1] == "epidemic5" else "epidemic10"
     args = [a for a in argv if not a.startswith("--") and a not in ("epidemic5", "epidemic10")]
@@ -196,6 +245,8 @@ def main(argv: list[str]) -> None:
         posterior(*(int(a) for a in args[1:4]), name)
     elif args and args[0] == "report":
         report(name)
+    elif args and args[0] == "figure":
+        figure()
     else:
         raise SystemExit(__doc__)
 

@@ -135,6 +135,7 @@ class CountingSimulator:
     ({"k": 5}, column_means, "k must be an integer in \\[10"),
     ({"k": 10_000}, column_means, "k must be an integer in \\[10"),
     ({"metric": "euclidean"}, column_means, "metric must be 'residual' or 'spread'"),
+    ({"block_size": 0}, column_means, "block_size must be a positive integer"),
     ({}, lambda x: x.mean((1, 2)), "summary must map x \\[B, n, p\\] to t \\[B, s\\]"),
     ({}, lambda x: x.mean(1) / 0 * 0, "non-finite"),
 ])
