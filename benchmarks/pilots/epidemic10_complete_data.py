@@ -25,6 +25,8 @@ Commands (``.venv/bin/python benchmarks/pilots/epidemic10_complete_data.py ...``
 - ``report [--model epidemic5]``: widths, coverage and errors over those data sets. For
   epidemic10 also, data set by data set, beside the reference ABC (``adaptive_raw.jsonl``) and
   the learned chains (``learned040.pt``).
+- ``check DATA_SET``: that data set's NUTS record against random-walk MH on the same posterior.
+- ``mle DATA_SETS``: the complete-data maximum-likelihood estimates (theta >= 0) on them.
 - ``figure``: ``benchmarks/results/epidemic10_complete_data.png`` from those three.
 """
 
@@ -132,6 +134,58 @@ def posterior(worker: int, workers: int, data_sets: int, name: str) -> None:
               f"{record['divergences']} divergences, {record['seconds']:.0f} s", flush=True)
 
 
+def check(data_set: int) -> None:
+    """The NUTS record of ``data_set`` against random-walk MH (``scorebayes.samplers.rwmh``,
+    8 chains of 20,000 burn-in and 40,000 steps thinned by 10) on the same posterior."""
+    from scorebayes.samplers.rwmh import sample_rwmh
+
+    model, _, X, discharged = trajectories("epidemic10", TRUTH_DATA_SETS, make_generator(13, "field-root"))
+    likelihood = CompleteDataLikelihood(model.epidemic_simulator, X[data_set], discharged[data_set])
+    truth = model.true_parameters.to(F64)
+    post = sample_rwmh(lambda theta: model.prior.log_prob(theta) + likelihood.log_prob(theta),
+                       truth.expand(8, -1).clone(), 4_000, space=ParameterSpace(model.prior), burn_in=20_000,
+                       thin=10, generator=make_generator(63, "complete-rwmh", data_set))
+    draws = post.samples.reshape(-1, len(truth))
+    nuts = next(r for r in map(json.loads, open(STORE / "posterior_epidemic10.jsonl")) if r["data_set"] == data_set)
+    print(f"data set {data_set}, random-walk MH (max R-hat {max_rhat(post.samples):.3f}) against NUTS:")
+    print(f"  means:  {fmt(draws.mean(0), '.3f')}")
+    print(f"          {fmt(torch.tensor(nuts['mean']), '.3f')}")
+    print(f"  widths: {fmt(draws.quantile(0.975, 0) - draws.quantile(0.025, 0), '.3f')}")
+    print(f"          {fmt(torch.tensor(nuts['hi']) - torch.tensor(nuts['lo']), '.3f')}")
+
+
+def mle(data_sets: int) -> None:
+    """The complete-data maximum-likelihood estimate under theta >= 0 (L-BFGS-B, KKT residual
+    printed) on the same data sets: how much of the posterior's shift is the likelihood's."""
+    import numpy as np
+    from scipy.optimize import minimize
+
+    model, _, X, discharged = trajectories("epidemic10", TRUTH_DATA_SETS, make_generator(13, "field-root"))
+    truth = model.true_parameters.to(F64)
+    errors = []
+    for k in range(data_sets):
+        likelihood = CompleteDataLikelihood(model.epidemic_simulator, X[k], discharged[k])
+
+        def objective(x, likelihood=likelihood):
+            theta = torch.tensor(x, dtype=F64, requires_grad=True)
+            value = -likelihood.log_prob(theta[None])[0]
+            if not torch.isfinite(value):
+                return 1e10, np.zeros_like(x)
+            value.backward()
+            return float(value), theta.grad.numpy()
+
+        result = minimize(objective, truth.numpy(), jac=True, method="L-BFGS-B", bounds=[(0, None)] * len(truth),
+                          options={"maxiter": 5000, "ftol": 1e-15, "gtol": 1e-9})
+        grad = objective(result.x)[1]
+        kkt = float(np.abs(np.where(result.x > 1e-8, grad, np.minimum(grad, 0))).max())
+        errors.append(torch.tensor(result.x) - truth)
+        print(f"data set {k}: facility MLE {result.x[0]:.4f}, floors at 0: "
+              f"{[j for j in range(1, 11) if result.x[j] < 1e-8]}, KKT residual {kkt:.1e}", flush=True)
+    errors = torch.stack(errors)
+    print(f"mean error over {data_sets}: {fmt(errors.mean(0), '+.3f')}")
+    print(f"its SE:              {fmt(errors.std(0) / data_sets**0.5, '.3f')}")
+
+
 def max_rhat(samples: torch.Tensor) -> float:
     """Split R-hat (ArviZ), the largest over the parameters, of ``samples [C, S, d]``."""
     import arviz
@@ -185,6 +239,17 @@ def report(name: str) -> None:
               f"complete data's: {fmt(width_r.mean(0) / width_c.mean(0), '.2f')}")
         corr = [float(torch.corrcoef(torch.stack([mean_c[:, j], mean_r[:, j]]))[0, 1]) for j in range(len(names))]
         print(f"  correlation of the posterior means (complete data, reference): {fmt(torch.tensor(corr), '+.2f')}")
+        lo_r = torch.tensor([ref[r["data_set"]]["lo"] for r in shared], dtype=F64)
+        hi_r = torch.tensor([ref[r["data_set"]]["hi"] for r in shared], dtype=F64)
+        print(f"  reference coverage on them: {fmt(((lo_r <= truth) & (truth <= hi_r)).double().mean(0), '.2f')}")
+        print(f"  reference mean error:       {fmt((mean_r - truth).mean(0), '+.3f')}")
+    if learned is not None:
+        ks = [r["data_set"] for r in rows if r["data_set"] < len(learned)]
+        draws = learned[ks].double()
+        lo_l, hi_l = draws.quantile(0.025, 1), draws.quantile(0.975, 1)
+        print(f"  learned coverage on the {len(ks)} data sets: {fmt(((lo_l <= truth) & (truth <= hi_l)).double().mean(0), '.2f')}")
+        print(f"  learned mean width:         {fmt((hi_l - lo_l).mean(0), '.3f')}")
+        print(f"  learned mean error:         {fmt((draws.mean(1) - truth).mean(0), '+.3f')}")
 
 
 def figure() -> None:
@@ -245,6 +310,10 @@ def main(argv: list[str]) -> None:
         posterior(*(int(a) for a in args[1:4]), name)
     elif args and args[0] == "report":
         report(name)
+    elif args and args[0] == "check":
+        check(int(args[1]))
+    elif args and args[0] == "mle":
+        mle(int(args[1]))
     elif args and args[0] == "figure":
         figure()
     else:
