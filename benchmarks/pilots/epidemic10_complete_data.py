@@ -77,6 +77,20 @@ def trajectories(name: str, num: int, generator: torch.Generator):
     return model, S, X, z[..., 2] < sim.gamma
 
 
+def truth_data_sets(name: str = "epidemic10"):
+    """The reference pilot's data sets at theta*, as :func:`trajectories` gives them."""
+    return trajectories(name, TRUTH_DATA_SETS, make_generator(13, "field-root"))
+
+
+def others() -> tuple[dict[int, dict], torch.Tensor | None]:
+    """The other posteriors on the same data sets: the reference ABC-PMC's round-6 record per data
+    set (score summary) and the learned chains' draws ``[40, 500, d]`` (``None`` if not saved)."""
+    ref = {r["data_set"]: r["score_stage6"]
+           for r in map(json.loads, open(RUNS / "reference_abc" / "adaptive_raw.jsonl"))}
+    path = RUNS / "reference_abc" / "learned040.pt"
+    return ref, (torch.load(path)["draws"].double() if path.exists() else None)
+
+
 def info(name: str, num: int) -> None:
     model, _, X, discharged = trajectories(name, num, make_generator(63, "complete-info"))
     score, fisher = complete_data_score(model.epidemic_simulator, model.true_parameters, X, discharged)
@@ -101,7 +115,7 @@ def fmt(values: torch.Tensor, spec: str) -> str:
 
 
 def posterior(worker: int, workers: int, data_sets: int, name: str) -> None:
-    model, S, X, discharged = trajectories(name, TRUTH_DATA_SETS, make_generator(13, "field-root"))
+    model, S, X, discharged = truth_data_sets(name)
     check = model.simulator(model.true_parameters.to(F64).expand(TRUTH_DATA_SETS, -1).clone(), S.shape[1],
                             make_generator(13, "field-root"))
     if not torch.equal(check, S):  # the reference pilot's data sets, or its comparison means nothing
@@ -139,7 +153,7 @@ def check(data_set: int) -> None:
     8 chains of 20,000 burn-in and 40,000 steps thinned by 10) on the same posterior."""
     from scorebayes.samplers.rwmh import sample_rwmh
 
-    model, _, X, discharged = trajectories("epidemic10", TRUTH_DATA_SETS, make_generator(13, "field-root"))
+    model, _, X, discharged = truth_data_sets()
     likelihood = CompleteDataLikelihood(model.epidemic_simulator, X[data_set], discharged[data_set])
     truth = model.true_parameters.to(F64)
     post = sample_rwmh(lambda theta: model.prior.log_prob(theta) + likelihood.log_prob(theta),
@@ -160,7 +174,7 @@ def mle(data_sets: int) -> None:
     import numpy as np
     from scipy.optimize import minimize
 
-    model, _, X, discharged = trajectories("epidemic10", TRUTH_DATA_SETS, make_generator(13, "field-root"))
+    model, _, X, discharged = truth_data_sets()
     truth = model.true_parameters.to(F64)
     errors = []
     for k in range(data_sets):
@@ -172,7 +186,7 @@ def mle(data_sets: int) -> None:
             if not torch.isfinite(value):
                 return 1e10, np.zeros_like(x)
             value.backward()
-            return float(value), theta.grad.numpy()
+            return float(value.detach()), theta.grad.numpy()
 
         result = minimize(objective, truth.numpy(), jac=True, method="L-BFGS-B", bounds=[(0, None)] * len(truth),
                           options={"maxiter": 5000, "ftol": 1e-15, "gtol": 1e-9})
@@ -213,10 +227,7 @@ def report(name: str) -> None:
     print(f"  mean |error|:               {fmt((mean - truth).abs().mean(0), '.3f')}")
     if name != "epidemic10":
         return
-    ref_path = RUNS / "reference_abc" / "adaptive_raw.jsonl"
-    learned_path = RUNS / "reference_abc" / "learned040.pt"
-    ref = {r["data_set"]: r["score_stage6"] for r in map(json.loads, open(ref_path))}
-    learned = torch.load(learned_path)["draws"] if learned_path.exists() else None  # [40, 500, d]
+    ref, learned = others()
     print("  the facility rate, data set by data set: complete data | reference ABC (score summary, "
           "round 6) | learned (n-model-views-spread fit)")
     for r in rows:
@@ -225,7 +236,7 @@ def report(name: str) -> None:
         if k in ref:
             line += f" | {ref[k]['mean'][0]:.3f} [{ref[k]['lo'][0]:.3f}, {ref[k]['hi'][0]:.3f}]"
         if learned is not None and k < len(learned):
-            f = learned[k, :, 0].double()
+            f = learned[k, :, 0]
             line += f" | {f.mean():.3f} [{f.quantile(0.025):.3f}, {f.quantile(0.975):.3f}]"
         print(line)
     shared = [r for r in rows if r["data_set"] in ref]
@@ -245,7 +256,7 @@ def report(name: str) -> None:
         print(f"  reference mean error:       {fmt((mean_r - truth).mean(0), '+.3f')}")
     if learned is not None:
         ks = [r["data_set"] for r in rows if r["data_set"] < len(learned)]
-        draws = learned[ks].double()
+        draws = learned[ks]
         lo_l, hi_l = draws.quantile(0.025, 1), draws.quantile(0.975, 1)
         print(f"  learned coverage on the {len(ks)} data sets: {fmt(((lo_l <= truth) & (truth <= hi_l)).double().mean(0), '.2f')}")
         print(f"  learned mean width:         {fmt((hi_l - lo_l).mean(0), '.3f')}")
@@ -264,9 +275,7 @@ def figure() -> None:
     model = get_model("epidemic10")
     names, truth = model.reported_names, model.true_parameters.to(F64)
     rows = sorted(map(json.loads, open(STORE / "posterior_epidemic10.jsonl")), key=lambda r: r["data_set"])
-    ref = {r["data_set"]: r["score_stage6"]
-           for r in map(json.loads, open(RUNS / "reference_abc" / "adaptive_raw.jsonl"))}
-    learned = torch.load(RUNS / "reference_abc" / "learned040.pt")["draws"].double()  # [40, 500, d]
+    ref, learned = others()
     keys = [r["data_set"] for r in rows if r["data_set"] in ref and r["data_set"] < len(learned)]
     intervals = {
         "complete data, exact (NUTS)": [(r["lo"], r["hi"]) for r in rows if r["data_set"] in keys],

@@ -48,7 +48,7 @@ from ..parallel import derive_seed, make_generator
 from ..proposal import PriorSampler
 from ..tables import simulate_table
 from . import AppResult
-from .common import (EXECUTION_KEYS, Execution, builtin_model, current_store, load_observed,
+from .common import (EXECUTOR_KEYS, TABLE_KEYS, Execution, builtin_model, current_store, load_observed,
                      load_prior, load_simulator, parameter_names, pop_execution)
 
 __all__ = ["run"]
@@ -154,12 +154,12 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
     else:
         function = FUNCTIONS[method]
     if method == "bsl":
-        given = [key for key in EXECUTION_KEYS[:5] if key in options]
+        given = [key for key in (*EXECUTOR_KEYS, "stream_tables") if key in options]
         if given:
             raise ConfigError(f"[options] {', '.join(given)}: bsl simulates inside its Markov "
                               "chain, one proposal at a time; these options are for abc and npe")
     if method == "abc-pmc":
-        given = [key for key in EXECUTION_KEYS[4:] if key in options]
+        given = [key for key in TABLE_KEYS if key in options]
         if given:
             raise ConfigError(f"[options] {', '.join(given)}: abc-pmc keeps no reference table and has "
                               "no fault handling (a non-finite summary is never kept; a raising "

@@ -46,6 +46,8 @@ __all__ = [
     "load_observed",
     "parameter_names",
     "EXECUTION_KEYS",
+    "EXECUTOR_KEYS",
+    "TABLE_KEYS",
     "Execution",
     "pop_execution",
     "using_store",
@@ -245,8 +247,9 @@ def load_observed(config: dict, base_dir: str | Path, simulator: Simulator, prio
 
 
 # ----------------------------------------------------------------------- execution
-EXECUTION_KEYS = ("executor", "workers", "dask_address", "dask_tls", "stream_tables",
-                  "on_simulator_error", "max_failure_fraction", "retries")
+EXECUTOR_KEYS = ("executor", "workers", "dask_address", "dask_tls")  # where simulations run
+TABLE_KEYS = ("stream_tables", "on_simulator_error", "max_failure_fraction", "retries")
+EXECUTION_KEYS = (*EXECUTOR_KEYS, *TABLE_KEYS)
 _STORE: list[Any] = [None]
 
 
@@ -316,7 +319,7 @@ def pop_execution(options: dict, *, faults: bool = True,
     (:mod:`scorebayes.table_store`)."""
     from ..tables import FAULT_MODES
 
-    keys = EXECUTION_KEYS if faults else ("executor", "workers", "dask_address", "dask_tls")
+    keys = EXECUTION_KEYS if faults else EXECUTOR_KEYS
     found = {key: options.pop(key) for key in keys if key in options}
     kind = found.get("executor", "serial")
     if kind not in EXECUTORS:

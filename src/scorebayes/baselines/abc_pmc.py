@@ -63,7 +63,7 @@ from ..parallel import check_picklable, make_generator, map_units
 from ..posterior import Posterior
 from ..priors import ParameterSpace
 from ..priors import sample as sample_prior
-from ._common import as_observed, pareto_smooth, resume_checkpoint, seed_from
+from ._common import as_observed, kish_ess, pareto_smooth, resume_checkpoint, seed_from
 
 __all__ = ["abc_pmc", "StudentProposal"]
 
@@ -309,7 +309,7 @@ def abc_pmc(
 
     idx, w, eps, k_hat = keep()
     if saved is None:
-        history.append({"epsilon": eps, "ess": float(1 / (w**2).sum()), "k_hat": k_hat})
+        history.append({"epsilon": eps, "ess": kish_ess(w, k), "k_hat": k_hat})
         checkpoint(0)
     from tqdm.auto import tqdm
 
@@ -320,7 +320,7 @@ def abc_pmc(
         latest, latest_u = simulate(u_new, r), u_new
         u_pool, t_pool = torch.cat([u_pool, u_new]), torch.cat([t_pool, latest])
         idx, w, eps, k_hat = keep()
-        history.append({"epsilon": eps, "ess": float(1 / (w**2).sum()), "k_hat": k_hat})
+        history.append({"epsilon": eps, "ess": kish_ess(w, k), "k_hat": k_hat})
         checkpoint(r)
     u_kept = u_pool[idx]
     if adjust:

@@ -38,7 +38,9 @@ __all__ = ["hazard_covariates", "CompleteDataLikelihood", "complete_data_score"]
 
 def hazard_covariates(simulator: EpidemicSimulator, infected: Tensor) -> Tensor:
     """``a [B, N, J+2]`` from the hidden statuses at the previous step ``infected [B, N]``; the
-    hazard of person ``i`` is ``a[:, i] @ theta``."""
+    hazard of person ``i`` is ``a[:, i] @ theta``. (Written apart from ``EpidemicSimulator.run``,
+    which sums the same terms in its own order, so recorded simulations stay bit-identical; the
+    tests hold the two to a per-person loop.)"""
     J, N = simulator.floors, simulator.size
     B = infected.shape[0]
     infected = infected.to(torch.float64)
