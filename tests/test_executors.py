@@ -171,3 +171,29 @@ def test_dask_tls_options_map_onto_security(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match="ca_file"):
         tls_security(str(tmp_path / "missing.pem"), str(tmp_path / "cert.pem"),
                      str(tmp_path / "key.pem"))
+
+
+def _fails_at_three(unit):
+    if unit == 3:
+        raise RuntimeError("node lost")
+    return unit * 10
+
+
+@pytest.mark.parametrize("kind", ["serial", "threads"])
+def test_map_units_hands_over_each_result_before_a_later_unit_fails(kind):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from scorebayes.parallel import map_units
+
+    seen = []
+    pool = ThreadPoolExecutor(2) if kind == "threads" else None
+    try:
+        assert map_units(_fails_at_three, [0, 1, 2], executor=pool, on_result=lambda i, r: seen.append((i, r))) \
+            == [0, 10, 20]
+        seen.clear()
+        with pytest.raises(RuntimeError, match="node lost"):
+            map_units(_fails_at_three, range(6), executor=pool, on_result=lambda i, r: seen.append((i, r)))
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    assert seen == [(0, 0), (1, 10), (2, 20)]  # what finished before the failure was handed over

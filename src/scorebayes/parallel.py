@@ -65,6 +65,7 @@ def map_units(
     progress: bool = False,
     desc: str = "",
     total: int | None = None,
+    on_result: Callable[[int, T], None] | None = None,
 ) -> list[T]:
     """``[function(u) for u in units]``, in order, optionally through ``executor``.
 
@@ -73,6 +74,9 @@ def map_units(
         units: the work items (each should carry its own seed).
         executor: ``None`` (in-process) or any ``concurrent.futures.Executor``.
         progress: show a tqdm bar.
+        on_result: called as ``on_result(i, result)`` for each unit as its result is
+            collected (in order), e.g. to save it, so a later unit's failure loses nothing
+            already computed.
     """
     units = list(units)
     total = total if total is not None else len(units)
@@ -82,12 +86,16 @@ def map_units(
             out = []
             for unit in units:
                 out.append(function(unit))
+                if on_result is not None:
+                    on_result(len(out) - 1, out[-1])
                 bar.update(1)
             return out
         futures = [executor.submit(function, unit) for unit in units]
         out = []
         for fut in futures:
             out.append(fut.result())
+            if on_result is not None:
+                on_result(len(out) - 1, out[-1])
             bar.update(1)
         return out
     finally:

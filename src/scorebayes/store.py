@@ -175,6 +175,10 @@ class RunStore:
         self._log_time()
         return path
 
+    def delete_array(self, name: str) -> None:
+        """Remove ``arrays/<name>.npy`` if it exists (e.g. a partial result now checkpointed)."""
+        self.file("arrays", name, ".npy").unlink(missing_ok=True)
+
     def has_array(self, name: str) -> bool:
         return self.file("arrays", name, ".npy").is_file()
 

@@ -235,6 +235,35 @@ def test_a_failed_run_resumes_from_its_last_round_with_the_same_numbers(tmp_path
                 generator=torch.Generator().manual_seed(5))
 
 
+def test_a_failure_inside_a_round_keeps_the_blocks_already_simulated(tmp_path):
+    from scorebayes.store import RunStore
+
+    def run(store, simulator):
+        return abc_pmc(GAUSS_X, GAUSS_PRIOR, simulator, column_means, rounds=3, simulations_per_round=2000,
+                       k=200, store=store, block_size=500, generator=torch.Generator().manual_seed(5))
+
+    whole = run(None, location_simulator)
+
+    class FailsInRound2Block2(CountingSimulator):
+        def __call__(self, theta, n, generator):
+            if self.calls == 1 + 4 + 4 + 2:  # the probe, rounds 0-1 (4 blocks each), 2 blocks of round 2
+                raise RuntimeError("cluster node lost")
+            return super().__call__(theta, n, generator)
+
+    store = RunStore(tmp_path / "run")
+    with pytest.raises(RuntimeError, match="node lost"):
+        run(store, FailsInRound2Block2())
+    blocks = sorted(p.name for p in (tmp_path / "run" / "arrays" / "abc_pmc" / "blocks").iterdir())
+    assert blocks == [f"round002_block{b:06d}_{part}.npy" for b in (0, 1) for part in ("t", "theta")]
+    again = CountingSimulator()
+    resumed = run(RunStore(tmp_path / "run"), again)
+    assert again.calls == 1 + 2 + 4  # the probe, round 2's last two blocks, round 3
+    assert resumed.info["resumed_simulations"] == 2 * 2000 + 2 * 500
+    assert torch.allclose(resumed.samples, whole.samples, rtol=0, atol=1e-12)
+    assert torch.allclose(resumed.weights, whole.weights, rtol=1e-9, atol=0)
+    assert not any((tmp_path / "run" / "arrays" / "abc_pmc" / "blocks").iterdir())  # all in the pool now
+
+
 def test_an_executor_gives_the_in_process_draws():
     from scorebayes.parallel import make_executor
 

@@ -130,6 +130,21 @@ def _checked(t: Any, rows: int, size: int, where: str) -> Tensor:
     return t.to(torch.float64)
 
 
+def _block_name(r: int, b: int, part: str) -> str:
+    return f"abc_pmc/blocks/round{r:03d}_block{b:06d}_{part}"
+
+
+def _load_block(store: Any, r: int, b: int, theta: Tensor) -> Tensor | None:
+    """Block ``b`` of round ``r``'s saved summaries, if saved for these parameters ``theta``
+    (equal up to rounding: a resumed round redraws them from reloaded arrays), else None."""
+    if store is None or not all(store.has_array(_block_name(r, b, part)) for part in ("theta", "t")):
+        return None
+    saved_theta = torch.from_numpy(store.load_array(_block_name(r, b, "theta"), mmap=False))
+    if saved_theta.shape != theta.shape or not torch.allclose(saved_theta, theta, rtol=1e-10, atol=0):
+        return None  # another round's draws (a run given other settings is refused before this)
+    return torch.from_numpy(store.load_array(_block_name(r, b, "t"), mmap=False))
+
+
 class _SummaryTask:
     """Simulate one block of given parameters and return its summaries (picklable, for executors)."""
 
@@ -183,11 +198,13 @@ def abc_pmc(
             summary that identifies the parameters only near the truth (a learned score at one
             point, say), a prior start can find far modes of the posterior given the summary;
             a localized start keeps to the mode around it.
-        store: a :class:`~scorebayes.store.RunStore`: the pool, the proposals and the random
-            state are checkpointed after every round (``abc_pmc/pool``), and a re-run with the
-            same settings and seed resumes after the last round saved, drawing the same numbers
-            as an uninterrupted run (up to rounding); a re-run with more ``rounds`` adds rounds. Other settings
-            are refused (start over with ``fresh=True``).
+        store: a :class:`~scorebayes.store.RunStore`: each block's summaries are saved as it
+            arrives (``arrays/abc_pmc/blocks``), and the pool, the proposals and the random
+            state are checkpointed after every round (``abc_pmc/pool``; the round's blocks are
+            then deleted). A re-run with the same settings and seed resumes after the last round
+            saved, reusing the saved blocks of the round that failed, and draws the same numbers
+            as an uninterrupted run (up to rounding); a re-run with more ``rounds`` adds rounds.
+            Other settings are refused (start over with ``fresh=True``).
         block_size: rows simulated per task; bounds the memory of one simulator call. Each
             block has its own generator, so the draws depend on it (not on the executor).
         executor: ``None`` (in-process) or a ``concurrent.futures.Executor`` (e.g.
@@ -200,9 +217,10 @@ def abc_pmc(
 
     Returns:
         :class:`~scorebayes.posterior.Posterior` of ``k`` weighted draws ``[1, k, d]``;
-        ``info`` has ``method``, ``simulations``, ``seconds``, ``k``, ``epsilon``, ``ess``
-        (Kish), ``k_hat`` (PSIS; above 0.7 the weights are unreliable) and ``rounds``, the
-        per-round ``epsilon`` / ``ess`` / ``k_hat``.
+        ``info`` has ``method``, ``simulations``, ``resumed_simulations`` (rows read from
+        ``store``), ``seconds``, ``k``, ``epsilon``, ``ess`` (Kish), ``k_hat`` (PSIS; above
+        0.7 the weights are unreliable) and ``rounds``, the per-round ``epsilon`` / ``ess`` /
+        ``k_hat``.
 
     Raises:
         ValueError: bad settings, a summary of the wrong shape or with non-finite values on
@@ -243,11 +261,24 @@ def abc_pmc(
                          f"{tuple(probe.shape) if isinstance(probe, Tensor) else type(probe).__name__}")
     _summaries(summary, probe, len(t_obs), "simulated data")
 
+    resumed_rows = 0
+
     def simulate(u: Tensor, r: int) -> Tensor:
-        theta = space.to_constrained(u)
-        units = [(r, b, block) for b, block in enumerate(theta.split(block_size))]
-        t = _checked(torch.cat(map_units(task, units, executor=executor)), len(theta), len(t_obs),
-                     f"round {r}'s simulations")
+        nonlocal resumed_rows
+        blocks = space.to_constrained(u).split(block_size)
+        parts = [_load_block(store, r, b, block) for b, block in enumerate(blocks)]
+        resumed_rows += sum(len(block) for block, part in zip(blocks, parts) if part is not None)
+        todo = [b for b, part in enumerate(parts) if part is None]
+
+        def collect(i: int, t: Tensor) -> None:  # checked and saved as it arrives
+            b = todo[i]
+            parts[b] = _checked(t, len(blocks[b]), len(t_obs), f"round {r}'s simulations (block {b})")
+            if store is not None:
+                store.save_array(_block_name(r, b, "theta"), blocks[b])
+                store.save_array(_block_name(r, b, "t"), parts[b])
+
+        map_units(task, [(r, b, blocks[b]) for b in todo], executor=executor, on_result=collect)
+        t = torch.cat(parts)
         bad = ~torch.isfinite(t).all(1)
         if bad.all():
             raise ValueError(f"every summary of round {r} is non-finite")
@@ -282,6 +313,9 @@ def abc_pmc(
             store.save_checkpoint("abc_pmc/pool", {
                 "round": r, "u_pool": u_pool, "t_pool": t_pool, "latest": latest, "latest_u": latest_u,
                 "proposals": [p.state() for p in proposals], "history": history, "generator": g.get_state()})
+            for b in range(math.ceil(simulations_per_round / block_size)):  # now in the pool
+                for part in ("theta", "t"):
+                    store.delete_array(_block_name(r, b, part))
 
     def log_ratio(u: Tensor) -> Tensor:  # log pi_u - log of the deterministic mixture of all rounds
         log_pi = space.log_prob_unconstrained(u)
@@ -331,7 +365,8 @@ def abc_pmc(
     info = {
         "method": "abc-pmc",
         "simulations": float((rounds + 1) * simulations_per_round),
-        "resumed_simulations": float((done + 1) * simulations_per_round) if saved is not None else 0.0,
+        "resumed_simulations": (float((done + 1) * simulations_per_round) if saved is not None else 0.0)
+                               + float(resumed_rows),
         "k": int(k),
         "epsilon": eps,
         "ess": history[-1]["ess"],
