@@ -213,7 +213,7 @@ def abc_pmc(
             picklable. The draws are the same as in-process.
         names: ``d`` parameter names.
         generator: source of the run seed.
-        progress: a progress bar over the rounds.
+        progress: a progress bar over the rounds, and one over each round's blocks.
 
     Returns:
         :class:`~scorebayes.posterior.Posterior` of ``k`` weighted draws ``[1, k, d]``;
@@ -277,7 +277,8 @@ def abc_pmc(
                 store.save_array(_block_name(r, b, "theta"), blocks[b])
                 store.save_array(_block_name(r, b, "t"), parts[b])
 
-        map_units(task, [(r, b, blocks[b]) for b in todo], executor=executor, on_result=collect)
+        map_units(task, [(r, b, blocks[b]) for b in todo], executor=executor, on_result=collect,
+                  progress=progress and len(todo) > 1, desc=f"round {r}'s blocks")
         t = torch.cat(parts)
         bad = ~torch.isfinite(t).all(1)
         if bad.all():
