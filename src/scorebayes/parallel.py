@@ -75,8 +75,9 @@ def map_units(
         executor: ``None`` (in-process) or any ``concurrent.futures.Executor``.
         progress: show a tqdm bar.
         on_result: called as ``on_result(i, result)`` for each unit as its result is
-            collected (in order), e.g. to save it, so a later unit's failure loses nothing
-            already computed.
+            collected, in unit order, e.g. to save it: a failing unit then loses none of the
+            results collected before it (results of later units that already finished
+            elsewhere are not collected).
     """
     units = list(units)
     total = total if total is not None else len(units)
