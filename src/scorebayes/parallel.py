@@ -84,19 +84,15 @@ def map_units(
     bar = tqdm(total=total, desc=desc, disable=not progress, leave=False)
     try:
         if executor is None:
-            out = []
-            for unit in units:
-                out.append(function(unit))
-                if on_result is not None:
-                    on_result(len(out) - 1, out[-1])
-                bar.update(1)
-            return out
-        futures = [executor.submit(function, unit) for unit in units]
+            results = (function(unit) for unit in units)  # one at a time, in order
+        else:
+            futures = [executor.submit(function, unit) for unit in units]
+            results = (fut.result() for fut in futures)
         out = []
-        for fut in futures:
-            out.append(fut.result())
+        for result in results:
+            out.append(result)
             if on_result is not None:
-                on_result(len(out) - 1, out[-1])
+                on_result(len(out) - 1, result)
             bar.update(1)
         return out
     finally:
