@@ -292,7 +292,7 @@ def test_warm_up_restarts_chains_stuck_on_a_plateau(known_score_estimator):
 def test_straggler_restarts_leave_chains_of_the_posterior_alone():
     """Exact draws of an 11-d Gaussian: no restart at the default gap; three chains 1,000 nats
     down are moved onto other chains' states, and the others keep theirs."""
-    from scorebayes.sbi import _reset_stragglers, default_straggler_gap
+    from scorebayes.samplers.adaptation import default_straggler_gap, reset_stragglers
 
     g = torch.Generator().manual_seed(3)
     A = torch.randn(11, 11, generator=g, dtype=torch.float64)
@@ -307,11 +307,11 @@ def test_straggler_restarts_leave_chains_of_the_posterior_alone():
     assert 24 < gap < 26
     for seed in range(5):
         u = torch.randn(100, 11, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) @ L.T
-        moved, healthy = _reset_stragglers(score, u, gap, g)
+        moved, healthy = reset_stragglers(score, u, gap, g)
         assert healthy.all() and torch.equal(moved, u)
     far = u.clone()
     far[[4, 50, 99]] = 45 * L[:, 0]  # 45 sds out: log-density 1,000 nats lower
-    moved, healthy = _reset_stragglers(score, far, gap, g)
+    moved, healthy = reset_stragglers(score, far, gap, g)
     assert (~healthy).nonzero()[:, 0].tolist() == [4, 50, 99]
     assert torch.equal(moved[healthy], far[healthy])
     rows = {tuple(r.tolist()) for r in far[healthy]}
