@@ -65,7 +65,6 @@ import hashlib
 import json
 import os
 import platform
-import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -83,11 +82,10 @@ from scorebayes.posterior import Posterior
 
 __all__ = ["RESULTS", "MethodResult", "parse_args", "machine", "command_line", "run_repetitions",
            "repetition_record", "summarise", "write_results", "pyplot", "abc_w1_pruned",
-           "method_store", "carry_stores"]
+           "method_store"]
 
 RESULTS = Path(__file__).resolve().parent / "results"
 STORES = Path(__file__).resolve().parent.parent / "runs" / "bench"  # git-ignored
-CARRIED = Path(__file__).resolve().parent / "carried"  # committed run stores, without tables
 
 
 #: every store method_store opened in this process, in order: run_repetitions adds the compute
@@ -106,36 +104,20 @@ def method_store(name: str, method: str, seed: int, config: dict):
     Passed as ``ScoreLangevin(store=...)``, it keeps the tables, per-epoch training checkpoints and
     the samples, so a repetition killed midway (session end, crash) resumes where it stopped on the
     next ``scorebayes bench NAME`` call instead of starting over. ``runs/`` is git-ignored: on a new
-    machine the run starts from its carried copy (``benchmarks/carried/``, see :func:`carry_stores`)
-    when one is committed, else from scratch. Another ``config`` under the same name raises
+    machine the run starts from scratch. Another ``config`` under the same name raises
     :class:`~scorebayes.store.StoreError` (delete the folder to start over)."""
     from scorebayes.store import RunStore, StoreError
 
     path = STORES / f"{name}-{method}-{seed}"
-    carried = CARRIED / path.name
-    if not (path / "manifest.json").is_file() and (carried / "manifest.json").is_file():
-        shutil.copytree(carried, path, dirs_exist_ok=True)
     try:
         store = RunStore(path, config=config, seed=seed)
     except StoreError as err:  # the store's own advice (--fresh) means another thing for bench
         raise StoreError(
             f"{path} holds {method}'s run under other settings (its settings changed since): "
-            f"delete that folder{' and its carried copy ' + str(carried) if carried.exists() else ''}"
-            f" to start this repetition over ('bench --fresh' does not reset run stores; it "
-            f"drops the recorded results). ({err})") from None
+            f"delete that folder to start this repetition over ('bench --fresh' does not reset "
+            f"run stores; it drops the recorded results). ({err})") from None
     OPENED_STORES.append(store)
     return store
-
-
-def carry_stores(name: str) -> list[Path]:
-    """Copy benchmark ``name``'s run stores (``runs/bench/NAME-*``) without their tables' rows to
-    ``benchmarks/carried/`` (:func:`scorebayes.store.copy_without_tables`), to commit, so that a
-    run of several hours continues on another machine: the tables are redrawn there (same seeds,
-    same rows) and training resumes from the last checkpoint. Returns the copies."""
-    from scorebayes.store import copy_without_tables
-
-    return [copy_without_tables(src, CARRIED / src.name)
-            for src in sorted(STORES.glob(f"{name}-*")) if (src / "manifest.json").is_file()]
 
 
 @dataclass
@@ -150,13 +132,11 @@ class MethodResult:
 
 def parse_args(description: str, default_reps: int, methods: Sequence[str],
                argv: Sequence[str] | None = None, *, only_reps: bool = False,
-               carry: str | None = None, plan: bool = False) -> argparse.Namespace:
+               plan: bool = False) -> argparse.Namespace:
     """Common command-line arguments; ``args.methods`` is the list of methods to run.
 
     ``only_reps``: offer ``--only-reps 3,4``, which runs just those repetitions (e.g. split over
     processes or machines; their records merge in the partial file) and renders nothing.
-    ``carry``: the benchmark's name; offer ``--carry``, which copies its run stores without their
-    tables to ``benchmarks/carried/`` (:func:`carry_stores`) and exits.
     ``plan``: offer ``--plan``, which lists what the run would compute and exits (``args.plan``,
     for :func:`run_repetitions`); ``args.plan`` is False where it is not offered."""
     parser = argparse.ArgumentParser(description=description)
@@ -174,16 +154,7 @@ def parse_args(description: str, default_reps: int, methods: Sequence[str],
         parser.add_argument("--plan", action="store_true",
                             help="list each method's repetitions still to run and their estimated "
                                  "time (from its recorded ones), then exit without computing")
-    if carry is not None:
-        parser.add_argument("--carry", action="store_true",
-                            help="copy the run stores (runs/bench/) without their tables to "
-                                 "benchmarks/carried/, to commit, and exit")
     args = parser.parse_args(argv)
-    if getattr(args, "carry", False):
-        copies = carry_stores(carry)
-        for path in copies:
-            print(f"carried {path.relative_to(CARRIED.parent.parent)}")
-        raise SystemExit(0 if copies else f"no run stores under {STORES} for {carry!r}")
     chosen = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = [m for m in chosen if m not in methods]
     if unknown:

@@ -86,8 +86,7 @@ SMALL = {
     "n_paper_table_long": {**_n_paper_table, "epochs": 600},
     # the paper's training itself (5,000 epochs at batch 500, lr 1e-3 constant, "or until convergence":
     # here 200 epochs without a better validation loss); hours on one core, so its tables and
-    # per-epoch checkpoints live in a run store (runs/bench/): a killed run resumes on this machine,
-    # and on another from its copy in benchmarks/carried/ (`--carry`, committed)
+    # per-epoch checkpoints live in a run store (runs/bench/): a killed run resumes on this machine
     "n_paper_training": {**_n_paper_table, "epochs": 5_000, "batch": 500, "lr": (1e-3, 1e-3), "patience": 200,
                          "store": True},
     # beyond the paper: the single-model's tables moved towards the posterior over 4 rounds
@@ -480,7 +479,7 @@ def record_configs(scale: dict) -> dict[str, dict]:
 
 
 def main(argv=None) -> None:
-    args = common.parse_args(__doc__.splitlines()[0], SMALL["reps"], METHODS, argv, carry=NAME, plan=True,
+    args = common.parse_args(__doc__.splitlines()[0], SMALL["reps"], METHODS, argv, plan=True,
                              only_reps=True)
     scale = FULL if args.full else SMALL
     left_out = ([] if args.only_reps is not None

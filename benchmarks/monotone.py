@@ -119,8 +119,7 @@ FULL = {
 #: (FULL["single"], FULL["localization"]: N = 2e6, N_R x m_R = 1e5 x 1e3) on the first ``reps``
 #: repetitions, sampled with PAPER_SCALE_SAMPLING. Hours on one core, so its tables and per-epoch
 #: checkpoints live in a run store (runs/bench/, git-ignored): a killed run resumes on the same
-#: machine; ``--carry`` copies the store without its tables to benchmarks/carried/ (commit it),
-#: from which a new machine redraws the same tables and resumes training. "bsl-paper-scale"
+#: machine; on a new machine it starts fresh. "bsl-paper-scale"
 #: (FULL["bsl"], about 25 min a repetition) on the first ``bsl_reps`` repetitions;
 #: "single-model-paper-scale-design" on the first ``design_reps``.
 PAPER_SCALE = {"reps": 2, "design_reps": 4, "bsl_reps": 3}
@@ -1137,7 +1136,7 @@ def main(argv=None) -> None:
     extra = argparse.ArgumentParser(add_help=False)
     extra.add_argument("--parts", default="table,fig1", help="comma-separated subset of " + ",".join(PARTS))
     known, rest = extra.parse_known_args(argv)
-    args = parse_args(__doc__.splitlines()[0], 3, METHODS, rest, carry=NAME, plan=True, only_reps=True)
+    args = parse_args(__doc__.splitlines()[0], 3, METHODS, rest, plan=True, only_reps=True)
     parts = [p.strip() for p in known.parts.split(",") if p.strip()]
     if any(p not in PARTS for p in parts):
         raise SystemExit(f"--parts must be a subset of {PARTS}, got {parts}")

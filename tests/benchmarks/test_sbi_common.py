@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -252,35 +251,6 @@ def test_plan_is_offered_only_when_asked(common):
         common.parse_args("t", 3, ["m"], ["--plan"])
 
 
-def test_carry_copies_stores_without_tables_and_a_new_machine_starts_from_them(
-        common, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(common, "STORES", tmp_path / "runs" / "bench")
-    monkeypatch.setattr(common, "CARRIED", tmp_path / "benchmarks" / "carried")
-    with pytest.raises(SystemExit, match="no run stores"):
-        common.parse_args("t", 3, ["m"], ["--carry"], carry="toy")
-    store = common.method_store("toy", "m", 7, {"N": 10})
-    store.save_array("table_S/000000_theta", np.zeros((4, 2)))
-    store.save_json("table_S/000000", {"kept": 4, "failed": 0, "nonfinite": 0})
-    store.save_json("table_S/recipe", {"num": 4})
-    store.save_checkpoint("train/phase000", {"epoch": 3})
-    store.mark_done("localization")
-    with pytest.raises(SystemExit) as done:
-        common.parse_args("t", 3, ["m"], ["--carry"], carry="toy")
-    assert done.value.code == 0 and "carried benchmarks/carried/toy-m-7" in capsys.readouterr().out
-    carried = common.CARRIED / "toy-m-7"
-    assert not (carried / "arrays").exists() and not (carried / "json/table_S/000000.json").exists()
-    # a new machine: runs/ is empty, the carried copy is where the run continues from
-    shutil.rmtree(common.STORES)
-    again = common.method_store("toy", "m", 7, {"N": 10})
-    assert again.load_checkpoint("train/phase000") == {"epoch": 3} and again.is_done("localization")
-    assert again.load_json("table_S/recipe") == {"num": 4}
-    assert again.load_json("table_S/000000") is None
-    from scorebayes.store import ledger  # the compute time logged so far travels with the copy
-    assert list(ledger(carried)) == list(ledger(store.path)) and len(ledger(carried)) == 1
-    with pytest.raises(SystemExit):  # offered only where a benchmark asks for it
-        common.parse_args("t", 3, ["m"], ["--carry"])
-
-
 def test_pruned_abc_equals_full_abc(common):
     from scorebayes.baselines import wasserstein1
     from scorebayes.parallel import make_generator
@@ -309,7 +279,6 @@ def test_resumed_repetition_counts_its_stores_earlier_processes(common, tmp_path
     import scorebayes.store as store_module
 
     monkeypatch.setattr(common, "STORES", tmp_path / "runs" / "bench")
-    monkeypatch.setattr(common, "CARRIED", tmp_path / "carried")
     earlier = tmp_path / "runs" / "bench" / "t-m-11"
     common.method_store("t", "m", 11, {"N": 1}).save_json("meta", {})  # so the manifest exists
     for run, seconds in (("killed-once", 1000.0), ("killed-twice", 234.5)):
