@@ -21,8 +21,8 @@ This is not in the paper (Jiang, Wang & Yang, 2025, Sec. 3.2 and App. B use iid 
 the classical antithetic-variates device (Hammersley & Morton, 1956) applied to its loss.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang, Yang, 2025)
-    | ../shared/seeds/000_1aaaaf87072c12bc.txt
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    | https://arxiv.org/abs/2509.03853
     | Hammersley, Morton (1956). A new Monte Carlo technique: antithetic variates.
 """
 

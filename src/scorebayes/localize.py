@@ -38,8 +38,8 @@ when the simplex is smaller than ``tolerance`` or after ``max_evaluations``. Eve
 evaluation is one simulated dataset of size ``m`` and is counted.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching
-      (Jiang, Wang, Yang), Sec. 3.1, Theorem 2, App. B.1; seed file ``000_1aaaaf87072c12bc``.
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    | https://arxiv.org/abs/2509.03853 (Sec. 3.1, Theorem 2, App. B.1)
     | On parameter estimation with the Wasserstein distance (Bernton, Jacob, Gerber,
       Robert, 2019) | https://doi.org/10.1093/imaiai/iaz003
     | Statistical and topological properties of sliced probability divergences (Nadjahi

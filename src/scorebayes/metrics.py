@@ -19,8 +19,8 @@ Sample-set distances: exact :math:`W_1`/:math:`W_2` by optimal transport (POT ``
 the unbiased :math:`\mathrm{MMD}^2` with a Gaussian kernel and the median heuristic.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang, Yang)
-    | Sec. 5, App. C, seeds/000_1aaaaf87072c12bc.txt
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    | https://arxiv.org/abs/2509.03853 (Sec. 5, App. C)
     | Gretton et al., A kernel two-sample test, JMLR 2012. https://jmlr.org/papers/v13/gretton12a.html
 """
 

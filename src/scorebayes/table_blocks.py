@@ -11,8 +11,8 @@ or ``"retry"`` a block whose batch call raises is re-run parameter by parameter,
 counted (:func:`robust_block`).
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching
-      (Jiang, Wang, Yang), Algorithm 1 step 1; seed file ``000_1aaaaf87072c12bc``.
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    | https://arxiv.org/abs/2509.03853 (Algorithm 1, step 1)
 """
 
 from __future__ import annotations

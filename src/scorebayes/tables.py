@@ -31,8 +31,8 @@ Simulation cost (METHODS.md I.10) is counted in datasets of the observed size ``
 :math:`N\,n_{obs}/n_{data}`.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching
-      (Jiang, Wang, Yang), Algorithms 1-3; seed file ``000_1aaaaf87072c12bc``.
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    | https://arxiv.org/abs/2509.03853 (Algorithms 1-3)
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ References:
     | Approximate Bayesian computation with the Wasserstein distance
       (Bernton, Jacob, Gerber, Robert, 2019), JRSS B.
     | https://arxiv.org/abs/1905.03747
-    | Simulation-based Inference via Langevin Dynamics with Score Matching
-      (Jiang, Wang, Yang), Section 5 baselines; seed file ``000_1aaaaf87072c12bc``.
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    | https://arxiv.org/abs/2509.03853 (Sec. 5, baselines)
 """
 
 from __future__ import annotations

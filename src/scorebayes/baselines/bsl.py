@@ -47,8 +47,8 @@ epidemic        mean and SD of the rows of S     10 x 1000 (200 bi)   100 (set. 
 References:
     | Bayesian synthetic likelihood (Price, Drovandi, Lee, Nott, 2018), JCGS 27(1).
     | https://doi.org/10.1080/10618600.2017.1302882
-    | Simulation-based Inference via Langevin Dynamics with Score Matching
-      (Jiang, Wang, Yang), Section 5 baselines; seed file ``000_1aaaaf87072c12bc``.
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    | https://arxiv.org/abs/2509.03853 (Sec. 5, baselines)
 """
 
 from __future__ import annotations

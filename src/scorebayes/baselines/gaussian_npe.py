@@ -21,8 +21,8 @@ Trained on a localized proposal :math:`q`, the draws are reweighted by the self-
 References:
     | Neural posterior estimation for stochastic epidemic modeling (Chatha, Bu, Regier,
       Snitkin, Zelner, 2024). https://github.com/epibayes/np-epid
-    | Simulation-based Inference via Langevin Dynamics with Score Matching
-      (Jiang, Wang, Yang), Section 5.3; seed file ``000_1aaaaf87072c12bc``.
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    | https://arxiv.org/abs/2509.03853 (Sec. 5.3)
 """
 
 from __future__ import annotations

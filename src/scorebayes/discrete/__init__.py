@@ -15,7 +15,7 @@ Parts (one concept per module):
 References:
     | Generalised Bayesian Inference for Discrete Intractable Likelihood
     | (Matsubara, Knoblauch, Briol and Oates, 2023)
-    | https://arxiv.org/abs/2206.08420 (seed file 003_6360ec15413368be.txt)
+    | https://arxiv.org/abs/2206.08420
 """
 
 from .bayes import dfd_bayes, generalised_bayes

@@ -25,7 +25,7 @@ and the per-row status codes) live in :mod:`.minimisers` and are re-exported her
 References:
     | Generalised Bayesian Inference for Discrete Intractable Likelihood
     | (Matsubara, Knoblauch, Briol and Oates, 2023), Section 3.3, Theorem 2
-    | https://arxiv.org/abs/2206.08420 (seed file 003_6360ec15413368be.txt)
+    | https://arxiv.org/abs/2206.08420
     | General Bayesian updating and the loss-likelihood bootstrap (Lyddon, Holmes and Walker, 2019)
 """
 

@@ -16,7 +16,7 @@ both in the generalised posterior (6) and in the calibration (10) (METHODS.md V.
 References:
     | Generalised Bayesian Inference for Discrete Intractable Likelihood
     | (Matsubara, Knoblauch, Briol and Oates, 2023), Definition 3, Proposition 1, eqs. (5)-(6)
-    | https://arxiv.org/abs/2206.08420 (seed file 003_6360ec15413368be.txt)
+    | https://arxiv.org/abs/2206.08420
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ The maps are mutual inverses, :math:`(x^{j-})^{j+} = x` (Lemma 1).
 References:
     | Generalised Bayesian Inference for Discrete Intractable Likelihood
     | (Matsubara, Knoblauch, Briol and Oates, 2023), Section 2.1
-    | https://arxiv.org/abs/2206.08420 (seed file 003_6360ec15413368be.txt)
+    | https://arxiv.org/abs/2206.08420
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ References:
     | Robust generalised Bayesian inference for intractable likelihoods
     | (Matsubara, Knoblauch, Briol and Oates, 2022) https://arxiv.org/abs/2104.07359
     | Generalised Bayesian Inference for Discrete Intractable Likelihood (2023), Sections 4.1-4.2, App. A.3, D.4
-    | https://arxiv.org/abs/2206.08420 (seed file 003_6360ec15413368be.txt)
+    | https://arxiv.org/abs/2206.08420
 """
 
 from __future__ import annotations

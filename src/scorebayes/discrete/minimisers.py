@@ -42,7 +42,7 @@ dispersion going to infinity). Flagged rows never affect the other rows.
 References:
     | Generalised Bayesian Inference for Discrete Intractable Likelihood
     | (Matsubara, Knoblauch, Briol and Oates, 2023), Section 3.3
-    | https://arxiv.org/abs/2206.08420 (seed file 003_6360ec15413368be.txt)
+    | https://arxiv.org/abs/2206.08420
     | Identifying and attacking the saddle point problem in high-dimensional non-convex
     | optimization (Dauphin, Pascanu, Gulcehre, Cho, Ganguli and Bengio, 2014)
     | https://arxiv.org/abs/1406.2572

@@ -12,7 +12,7 @@ since for a binary coordinate :math:`x^{j-}` is the flip and
 References:
     | Generalised Bayesian Inference for Discrete Intractable Likelihood
     | (Matsubara, Knoblauch, Briol and Oates, 2023), Section 4.2
-    | https://arxiv.org/abs/2206.08420 (seed file 003_6360ec15413368be.txt)
+    | https://arxiv.org/abs/2206.08420
     | Statistical analysis of non-lattice data (Besag, 1975)
 """
 

@@ -20,7 +20,7 @@ Bootstrap replicates reuse the compression: :meth:`RatioLoss.reweighted` maps ro
 References:
     | Generalised Bayesian Inference for Discrete Intractable Likelihood
     | (Matsubara, Knoblauch, Briol and Oates, 2023), Remark 1 and Example 1
-    | https://arxiv.org/abs/2206.08420 (seed file 003_6360ec15413368be.txt)
+    | https://arxiv.org/abs/2206.08420
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ with sharpness :math:`a = 500`. It is used only during gradient-based localizati
 reference tables and sampling use the exact simulator.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang, Yang)
-    | App. B.1, seeds/000_1aaaaf87072c12bc.txt
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    | https://arxiv.org/abs/2509.03853 (App. B.1)
 """
 
 from __future__ import annotations

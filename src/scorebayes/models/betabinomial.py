@@ -14,8 +14,8 @@ returns :math:`\sum_j \mathbb 1(Z_{ij} \le \theta)`; its ``smooth_transform`` us
 smooth indicator :math:`\sigma(500(\theta - Z_{ij}))`.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang, Yang)
-    | App. B.1, seeds/000_1aaaaf87072c12bc.txt
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    | https://arxiv.org/abs/2509.03853 (App. B.1)
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ occupants are both observed infected. The SBI pipeline treats :math:`S` (``x [B,
 smooth indicator :math:`\sigma(500(p - U^{inf}))`.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang, Yang)
-    | Sec. 5.3, App. C.3, seeds/000_1aaaaf87072c12bc.txt
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    | https://arxiv.org/abs/2509.03853 (Sec. 5.3, App. C.3)
     | Chatha et al., Neural posterior estimation for stochastic epidemic modeling, 2024;
     | code: https://github.com/epibayes/np-epid (src/dataset/si_model.py)
 """

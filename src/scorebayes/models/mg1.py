@@ -18,8 +18,8 @@ so :meth:`MG1.support` returns the admissible box
 (used by the weight function of App. C.1.1, :meth:`MG1.weight_fn`).
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang, Yang)
-    | Sec. 5.1, App. C.1, seeds/000_1aaaaf87072c12bc.txt
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    | https://arxiv.org/abs/2509.03853 (Sec. 5.1, App. C.1)
     | Shestopaloff & Neal, On Bayesian inference for the M/G/1 queue with efficient MCMC
     | sampling, 2014. https://arxiv.org/abs/1401.5548
 """

@@ -27,8 +27,8 @@ This is the truth the n-model targets (its weight function handles the support
 posteriors by importance sampling.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang, Yang)
-    | Sec. 5.1, App. C.1; seeds/000_1aaaaf87072c12bc.txt
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    | https://arxiv.org/abs/2509.03853 (Sec. 5.1, App. C.1)
     | Shestopaloff & Neal, On Bayesian inference for the M/G/1 queue with efficient MCMC
     | sampling, 2014 (the same interval constraints on the arrivals, used there in MCMC).
 """

@@ -24,8 +24,8 @@ its variance at :math:`\phi^*` is the Fisher information of the smoothed model, 
 posterior widths the single-model can reach at best.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang, Yang)
-    | Sec. 5.1, App. B.2, C.1; seeds/000_1aaaaf87072c12bc.txt
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    | https://arxiv.org/abs/2509.03853 (Sec. 5.1, App. B.2, C.1)
     | Poyiadjis, Doucet & Singh, Particle approximations of the score and observed information
     | matrix in state space models, Biometrika 2011 (Fisher's identity in a particle filter).
 """

@@ -17,8 +17,8 @@ truncated to the box, sampled by :func:`~scorebayes.models.monotone_gibbs.gibbs_
 The exact likelihood score of one observation is :math:`(y - D\theta) D / \sigma^2`.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang, Yang)
-    | Sec. 5.2, App. C.2, seeds/000_1aaaaf87072c12bc.txt
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    | https://arxiv.org/abs/2509.03853 (Sec. 5.2, App. C.2)
     | McKay Curtis & Ghosh, J. Appl. Stat. 2011. https://doi.org/10.1080/02664761003692423
 """
 

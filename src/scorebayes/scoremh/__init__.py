@@ -10,7 +10,7 @@ trained by score balance matching (:mod:`~scorebayes.scoremh.sbm`) -> MH kernel
 
 References:
     | Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025)
-    | https://arxiv.org/abs/2501.00467 (seed file 004_4c01255ce52071c1.txt)
+    | https://arxiv.org/abs/2501.00467
 """
 
 from .acceptance_net import *  # noqa: F403

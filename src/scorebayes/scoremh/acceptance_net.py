@@ -10,7 +10,7 @@ represent small acceptance probabilities (V.C3); it is off by default.
 
 References:
     | Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025), App. D
-    | https://arxiv.org/abs/2501.00467 (seed file 004_4c01255ce52071c1.txt)
+    | https://arxiv.org/abs/2501.00467
     | Deep Residual Learning for Image Recognition (He et al., 2016), https://arxiv.org/abs/1512.03385
 """
 

@@ -13,7 +13,7 @@ Pinwheel (Algorithm 3): labels :math:`y_i` uniform on :math:`\{0..K-1\}`, :math:
 
 References:
     | Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025), App. B and D
-    | https://arxiv.org/abs/2501.00467 (seed file 004_4c01255ce52071c1.txt)
+    | https://arxiv.org/abs/2501.00467
     | Composing graphical models with neural networks (Johnson et al., 2016)
     | https://arxiv.org/abs/1603.06277
 """

@@ -13,7 +13,7 @@ Langevin :math:`h = 0.005` (:math:`\varepsilon^2 = 2h = 0.01`), pCN :math:`\beta
 
 References:
     | Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025)
-    | https://arxiv.org/abs/2501.00467 (seed file 004_4c01255ce52071c1.txt)
+    | https://arxiv.org/abs/2501.00467
 """
 
 from __future__ import annotations

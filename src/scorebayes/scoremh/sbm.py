@@ -24,7 +24,7 @@ Training (Algorithm 2): step ``i`` draws data ``x`` and proposals
 
 References:
     | Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025), eqs. (7), (10), (11), Alg. 1-2
-    | https://arxiv.org/abs/2501.00467 (seed file 004_4c01255ce52071c1.txt)
+    | https://arxiv.org/abs/2501.00467
 """
 
 from __future__ import annotations

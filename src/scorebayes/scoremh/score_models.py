@@ -10,7 +10,7 @@ by the chain rule, :math:`\nabla_x\log p(x) = \tilde s_z(z) / c`.
 
 References:
     | Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025), App. D
-    | https://arxiv.org/abs/2501.00467 (seed file 004_4c01255ce52071c1.txt)
+    | https://arxiv.org/abs/2501.00467
     | Improved Techniques for Training Score-Based Generative Models (Song & Ermon, 2020)
     | https://arxiv.org/abs/2006.09011
 """

@@ -42,8 +42,8 @@ not in the logit coordinates :math:`u`, whose posterior has exponential tails: a
 (1.3 against 0.35 whitened units at exact posterior draws).
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang et al., 2025),
-    | Algorithm 3 and eq. 25; ../shared/seeds/000_1aaaaf87072c12bc.txt
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    | https://arxiv.org/abs/2509.03853 (Algorithm 3, eq. 25)
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ Debiasing regression (eq. 25) for :math:`h_\psi` with targets :math:`\bar s_l`:
 or App. B.5 alternative 1: :math:`\lambda_2\|h h^\top + \nabla h\|_F^2`.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang et al., 2025)
-    | ../shared/seeds/000_1aaaaf87072c12bc.txt (Algorithms 2-3, eqs. 4, 19, 23-25, App. B.5)
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    | https://arxiv.org/abs/2509.03853 (Algorithms 2-3, eqs. 4, 19, 23-25, App. B.5)
     | Generalized score matching for non-negative data (Yu et al., 2019)
 """
 

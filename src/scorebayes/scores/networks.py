@@ -25,8 +25,8 @@ for ``C`` chains at once, precomputing the first layer's data part :math:`W_x X_
 once per data set (the Langevin drift's hot path).
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang et al., 2025)
-    | ../shared/seeds/000_1aaaaf87072c12bc.txt
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    | https://arxiv.org/abs/2509.03853
 """
 
 from __future__ import annotations

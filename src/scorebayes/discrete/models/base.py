@@ -16,7 +16,7 @@ for :math:`b`) that do not depend on :math:`\theta` and are computed once per da
 References:
     | Generalised Bayesian Inference for Discrete Intractable Likelihood
     | (Matsubara, Knoblauch, Briol and Oates, 2023), Sections 2-3 and Appendix E.2
-    | https://arxiv.org/abs/2206.08420 (seed file 003_6360ec15413368be.txt)
+    | https://arxiv.org/abs/2206.08420
 """
 
 from __future__ import annotations

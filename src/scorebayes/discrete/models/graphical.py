@@ -22,7 +22,7 @@ sampled exactly by inverse CDF on a truncated support (METHODS.md V.B15).
 References:
     | Generalised Bayesian Inference for Discrete Intractable Likelihood
     | (Matsubara, Knoblauch, Briol and Oates, 2023), Section 4.3 and Appendix F.3
-    | https://arxiv.org/abs/2206.08420 (seed file 003_6360ec15413368be.txt)
+    | https://arxiv.org/abs/2206.08420
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ The reference implementation simulates with ``pm1/single/periodic`` and infers w
 References:
     | Generalised Bayesian Inference for Discrete Intractable Likelihood
     | (Matsubara, Knoblauch, Briol and Oates, 2023), Section 4.2 and Appendix F.2
-    | https://arxiv.org/abs/2206.08420 (seed file 003_6360ec15413368be.txt)
+    | https://arxiv.org/abs/2206.08420
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ truncated support with the normalisation computed in log space, METHODS.md V.B11
 References:
     | Generalised Bayesian Inference for Discrete Intractable Likelihood
     | (Matsubara, Knoblauch, Briol and Oates, 2023), Section 4.1 and Appendix A
-    | https://arxiv.org/abs/2206.08420 (seed file 003_6360ec15413368be.txt)
+    | https://arxiv.org/abs/2206.08420
     | A useful distribution for fitting discrete data: revival of the Conway-Maxwell-Poisson
     | distribution (Shmueli, Minka, Kadane, Borle and Boatwright, 2005)
 """
