@@ -1,6 +1,6 @@
 """The ``scorebayes`` command line: ``run``, ``demo`` and ``bench``.
 
-A thin layer over the Python API (DESIGN.md section 4). Bad input is reported as one
+A thin layer over the Python API. Bad input is reported as one
 line on stderr with exit code 2 (a traceback only with ``--debug``).
 """
 

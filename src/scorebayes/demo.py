@@ -27,7 +27,7 @@ __all__ = ["run_demo"]
 def run_demo(out: Path, *, seed: int = 0, progress: bool = True) -> dict:
     """Run the demo and write its outputs to ``out``; returns the summary dict."""
     # one thread: on an idle 2-core machine 2 threads save 5% (79 s against 83 s), but with
-    # another job on the second core they made each epoch 20-50x slower (session 50)
+    # another job on the second core they made each epoch 20-50x slower
     torch.set_num_threads(1)
     model = get_model("linear_regression")
     x_obs = model.observed(make_generator(seed, "observed"))

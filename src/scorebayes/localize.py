@@ -24,9 +24,9 @@ robust sd of prior draws of :math:`u`), so ``lr`` is relative to the prior's wid
 ``step_scale=1.0`` for plain Adam on :math:`u`.
 
 The proposal is :math:`q_u = \mathcal N(\hat\mu, \operatorname{diag}\hat s^2)` with the mean and
-the (diagonal) standard deviation of :math:`\hat u^{(b)}` (METHODS.md I.4, V.A11), as a
+the (diagonal) standard deviation of :math:`\hat u^{(b)}`, as a
 :class:`~scorebayes.proposal.GaussianProposal`. Theorem 2: :math:`\|\hat\theta - \theta^*\| =
-O_p(n^{-1/2} + m^{-1/2})`. Cost (METHODS.md I.10): :math:`B \times \text{iterations} \times m/n`
+O_p(n^{-1/2} + m^{-1/2})`. Cost: :math:`B \times \text{iterations} \times m/n`
 datasets of size :math:`n` (a pilot call with 2 data sets of size :math:`m` that validates
 shapes is not counted).
 
@@ -215,8 +215,8 @@ def localize(
             \le \min x`); Adam is projected onto it (starts clamped, every step clamped in
             ``u``), so the replicates cannot settle where the observed data are impossible.
             Beyond the paper; on the M/G/1 queue the unconstrained estimates spread along the
-            :math:`\theta_1`/width ridge, most of them above :math:`\min x` (mg1 note
-            "N-MODEL-FEATURES-MH"). Needs an elementwise prior space and ``method="adam"``.
+            :math:`\theta_1`/width ridge, most of them above :math:`\min x`. Needs an
+            elementwise prior space and ``method="adam"``.
 
     Returns:
         :class:`Localization`.

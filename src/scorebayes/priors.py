@@ -295,7 +295,7 @@ class ParameterSpace:
 
         No graph is kept: ``u`` is detached, so the result cannot be differentiated in ``u``
         (a drift whose Jacobian is needed, e.g. for the automatic step size, must apply the
-        chain rule itself; see ``benchmarks/smh_sbi.py``'s ``ExactScore``)."""
+        chain rule itself)."""
         with torch.enable_grad():
             u = u.detach().requires_grad_(True)
             theta = self.to_constrained(u)

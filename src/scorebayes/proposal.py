@@ -1,7 +1,7 @@
 r"""Parameter samplers for reference tables: the prior, a localized Gaussian proposal, or a mixture.
 
 Both expose the same small interface, used by reference tables, score matching
-(:math:`\nabla_u \log p_{\text{train}}(u)`, METHODS.md V.A1) and importance
+(:math:`\nabla_u \log p_{\text{train}}(u)`) and importance
 reweighting of baselines (:math:`\pi(\theta)/q(\theta)`):
 
 - ``sample(num, generator) -> theta [num, d]`` (float64, constrained space);
@@ -95,7 +95,7 @@ class MixtureProposal:
     A table made of :math:`N_r` draws from each :math:`q_r` is a sample of this mixture with
     :math:`w_r = N_r / \sum_s N_s`, so score matching on the pooled table uses
     :math:`\nabla_u \log p(u) = \sum_r \rho_r(u)\, \nabla_u \log q_r(u)` with the
-    responsibilities :math:`\rho_r(u) = w_r q_r(u) / p(u)` (METHODS.md V.A1: the loss needs only
+    responsibilities :math:`\rho_r(u) = w_r q_r(u) / p(u)` (the loss needs only
     the training density's score).
 
     Arguments:

@@ -27,7 +27,7 @@ parameters that fail or return NaN/inf are dropped and counted (:mod:`scorebayes
 With ``in_memory=False`` the table is memory-mapped from the run directory instead of
 concatenated in memory (:mod:`scorebayes.table_store`).
 
-Simulation cost (METHODS.md I.10) is counted in datasets of the observed size ``n_data``:
+Simulation cost is counted in datasets of the observed size ``n_data``:
 :math:`N\,n_{obs}/n_{data}`.
 
 References:

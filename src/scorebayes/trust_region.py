@@ -5,7 +5,7 @@ Its accuracy, and that of the debiasing network, is set by how densely :math:`q`
 posterior. On the M/G/1 queue the localized :math:`q` spreads along a ridge of the
 minimum-distance estimates (theta1 against the service width), and nets trained on it carry a
 fraction of the information; concentrated near the posterior, the same nets reach the smoothed
-model's Bernstein-von Mises widths (``benchmarks/results/mg1.md``). This module finds such a
+model's Bernstein-von Mises widths. This module finds such a
 region without knowing the truth.
 
 Round :math:`k` has a Gaussian region :math:`q_k = \mathcal N(c_k, \operatorname{diag} s_k^2)`
@@ -28,7 +28,7 @@ pair of tables (:math:`N/n + N_R m_R/n` data sets).
 Status: experimental. On a Gaussian mean it reaches the exact posterior
 (``tests/test_trust_region.py``); on M/G/1 it narrows the single-model's intervals 2-6x but
 still misses theta1, since networks trained on wide regions are weak and so are the Laplace
-SDs that bound the shrinking (``benchmarks/results/mg1.md``, ``single-model-trust``).
+SDs that bound the shrinking.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def trust_region_fit(estimator: ScoreLangevin, x_obs: Tensor, *, rounds: int = 4
     posterior lies beyond its edge. The floor uses the networks' curvature, not the draws'
     spread: a network trained on too wide a region has weak, biased fields whose chains
     wander along ridges (their spread would keep the region wide), while its Jacobian at the
-    centre is already informative (M/G/1, ``benchmarks/results/mg1.md``).
+    centre is already informative (as on the M/G/1 queue).
 
     Every round is kept in ``estimator.trust_steps_`` (centre, SDs, edge fraction, Laplace
     step). Returns the estimator fitted on the last region; call :meth:`~ScoreLangevin.sample`.

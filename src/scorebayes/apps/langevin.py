@@ -18,8 +18,7 @@ MH-corrected MALA chains (:func:`scorebayes.samplers.sbi_mh.mh_correct`; of the 
 options only ``num_samples`` and ``chains`` apply then). ``mh_init = "ula"`` starts them from the
 Langevin chains instead (run with all the sampling options; the correction then keeps their
 count) and ``mh_jump_every = k`` makes every k-th step a pCN jump, so that chains stuck in a
-spurious region of the learned score can leave it (on M/G/1: ``benchmarks/results/mg1.md``,
-single-model-features-mh).
+spurious region of the learned score can leave it (as on the M/G/1 queue).
 ``calibration = {num_data_sets = 100}`` (any :func:`scorebayes.calibration.calibrate` options, or
 ``true`` for its defaults) checks the fit afterwards by simulation-based calibration on the table's
 proposal: ``calibration.md`` (coverage and mean standardised error per parameter),

@@ -13,7 +13,7 @@ the prior :math:`\pi`, the baselines' draws are reweighted by the self-normalise
 .. math:: w_i \propto \frac{\pi(\theta_i)}{q(\theta_i)}\,\mathbb 1\{\theta_i \in
           \operatorname{supp}\pi\}, \qquad \mathrm{ESS} = \Big(\sum_i w_i^2\Big)^{-1}
 
-(Kish's effective sample size), METHODS.md V.A18.
+(Kish's effective sample size).
 """
 
 from __future__ import annotations

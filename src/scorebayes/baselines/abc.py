@@ -12,7 +12,7 @@ and keep the :math:`k` closest. The optimal transport problem is solved exactly 
 network simplex (``ot.emd2``); for :math:`p = 1` the quantile formula
 :math:`W_1 = \int |F^{-1}(u) - G^{-1}(u)|\,du` (a sort) is exact and used instead. When the
 parameters come from :math:`q \ne \pi` the kept draws carry self-normalised weights
-:math:`\pi/q` (zero outside the prior's support; METHODS.md V.A18). For the epidemic
+:math:`\pi/q` (zero outside the prior's support). For the epidemic
 model the point cloud is the :math:`T` rows of the summary matrix :math:`S` (data passed
 as ``[T, J+2]``).
 

@@ -29,7 +29,7 @@ The proposal is fitted to the kept rows themselves, not to the adjusted draws: t
 narrower than the rows (which fill the :math:`\varepsilon`-ball), and a proposal fitted to them
 leaves rows in its own tails with weights :math:`\propto 1/q`. On the 12-parameter epidemic at
 :math:`\theta^*` that choice took Pareto :math:`\hat k` above 0.7 on 26 of 40 data sets; fitted to
-the rows, 8 of 40 (``benchmarks/pilots/epidemic10_reference_abc.py``, session 62).
+the rows, 8 of 40.
 
 Each round's simulations run in blocks of ``block_size`` rows, block :math:`b` of round
 :math:`r` with its own generator ``make_generator(seed, "abc_pmc", r, b)`` and its summaries

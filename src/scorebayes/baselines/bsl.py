@@ -13,7 +13,7 @@ inside a random-walk Metropolis-Hastings chain on the unconstrained parameter
 :math:`\hat p(s_{obs} \mid T(u))\, \pi(T(u))\, |\det J_T(u)|`. As in pseudo-marginal MCMC
 the estimate at the current state is kept until the next acceptance.
 
-Proposal (METHODS.md V.A21): :math:`u' = u + \sigma L z`, :math:`z \sim \mathcal N(0, I)`.
+Proposal: :math:`u' = u + \sigma L z`, :math:`z \sim \mathcal N(0, I)`.
 :math:`LL^\top` is the diagonal of the localized proposal :math:`q` when given (kept, unless
 ``adapt_covariance=True``), otherwise it is re-estimated from the chains (pooled
 within-chain covariance, rescaled to the current proposal's volume) at the end of doubling
@@ -25,9 +25,9 @@ spread) and is adapted during burn-in by Robbins-Monro,
 :math:`q`, or at prior draws without localization.
 
 All ``C`` chains advance together: one batched simulator call with ``C * M`` data sets
-per iteration. Cost (METHODS.md I.10): chains x length x M data sets.
+per iteration. Cost: chains x length x M data sets.
 
-Reliability (issue 6): with ``store`` (a :class:`~scorebayes.store.RunStore`) the whole
+Reliability: with ``store`` (a :class:`~scorebayes.store.RunStore`) the whole
 chain state (states, estimates, adaptation, generator state) is checkpointed atomically
 every ``checkpoint_every`` iterations, and a re-run continues from the last checkpoint to
 bit-identical draws. With ``on_simulator_error = "skip"``/``"retry"`` a batch call that

@@ -7,7 +7,7 @@ parameter,
 
 where :math:`L_\phi` is lower triangular with an exponentiated diagonal, trained by the
 Gaussian negative log-likelihood :math:`-\frac1N\sum_i \log q_\phi(u_i \mid s_i)`.
-Settings of their public code (METHODS.md I.11.4): MLP :math:`d_s \to 32 \to 32 \to 32`
+Settings of their public code: MLP :math:`d_s \to 32 \to 32 \to 32`
 (ReLU), AdamW (lr :math:`10^{-3}`, weight decay 0.01), full batch, 75/25 train/validation
 split, early stopping with patience 20, at most 1,000 epochs; the paper's epidemic runs use
 batches of 4,000 (setting 1) and 5,000 (setting 2). Chatha et al. fit
@@ -16,7 +16,7 @@ batches of 4,000 (setting 1) and 5,000 (setting 2). Chatha et al. fit
 training split's moments (undone on the output).
 
 Trained on a localized proposal :math:`q`, the draws are reweighted by the self-normalised
-:math:`\pi/q` (METHODS.md V.A18).
+:math:`\pi/q`.
 
 References:
     | Neural posterior estimation for stochastic epidemic modeling (Chatha, Bu, Regier,

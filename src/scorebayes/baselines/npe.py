@@ -9,7 +9,7 @@ likelihood on a reference table :math:`(\theta_i, s_i = s(\mathbf X^{(i)}))`,
 so that :math:`q_{\hat\phi}(\cdot \mid s_{obs})` approximates the posterior under the
 sampling density :math:`p`. With :math:`p = \pi` that is the posterior; with a localized
 proposal :math:`p = q` the draws are reweighted by the self-normalised :math:`\pi/q`
-(zero outside the prior's support; METHODS.md V.A18). Draws outside the prior's support
+(zero outside the prior's support). Draws outside the prior's support
 are rejected (as ``sbi``'s ``DirectPosterior`` does).
 
 Paper settings (monotone regression, the defaults): summary :math:`D^\top y` (11-dim),

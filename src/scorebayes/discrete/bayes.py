@@ -9,7 +9,7 @@ pseudo-likelihood Bayes, standard Bayes with ``beta=1``):
 2. MCMC on the generalised posterior in the unconstrained space of the prior: random-walk
    MH (default; the paper's settings: 10 chains, step 0.1, burn-in, thinning) or NUTS.
 
-Chains start from prior draws (METHODS.md V.B10). With ``fold_squared=True`` the sampler runs
+Chains start from prior draws. With ``fold_squared=True`` the sampler runs
 in the sign-folded coordinates :math:`w = \log\tilde\theta^2` of the model's squared parameters
 (:class:`~scorebayes.samplers.folded.FoldedSquares`) and returns the identified :math:`|\tilde\theta|`.
 

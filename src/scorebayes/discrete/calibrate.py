@@ -10,7 +10,7 @@ quadratic in :math:`\beta` with the closed-form minimiser (Theorem 2, eq. 10)
     \beta_* = \frac{\sum_b \nabla D_n(\theta_n^{(b)})\cdot\nabla\log\pi(\theta_n^{(b)})
     + \operatorname{Tr}\nabla^2 D_n(\theta_n^{(b)})}{\sum_b\|\nabla D_n(\theta_n^{(b)})\|^2},
 
-with :math:`D_n` the **full-data** loss (METHODS.md V.B1), gradients and Hessian traces by
+with :math:`D_n` the **full-data** loss, gradients and Hessian traces by
 autograd, in the parametrisation of the prior. Bootstrap replicates whose minimisation escapes
 (runs away where the loss is unbounded below, or becomes non-finite) are frozen, flagged and
 left out of the sums (see :func:`calibrate_beta`). For comparison, Lyddon et al.'s
@@ -292,7 +292,7 @@ def calibrate_beta(loss: Any, prior: Distribution, *, num_bootstrap: int = 100, 
     0.01; graphical models 50,000/10,000 at 0.001. A constant rate leaves the bootstrap
     "minimisers" jittering around the true ones, which inflates the gradients in the
     denominator of eq. (10) and lowers :math:`\beta_*` (CMP, over-dispersed data: by a factor
-    of about 0.6; see ``benchmarks/results/dfd_cmp.md``). ``final_lr_ratio`` and ``tol`` (stop
+    of about 0.6). ``final_lr_ratio`` and ``tol`` (stop
     once no coordinate moves more than ``tol`` over 100 steps; ``0`` runs every step, as the
     paper) apply to both phases.
 
@@ -303,7 +303,7 @@ def calibrate_beta(loss: Any, prior: Distribution, *, num_bootstrap: int = 100, 
     non-finite gradient, or a huge non-positive numerator), while the paper's fixed Adam budget
     stops part-way, which inflates the denominator. For the CMP graphical model on brca_10 this
     is the whole difference between the paper's 0.9971 and about 2.7 with exact minimisers on
-    the same resamples (``benchmarks/results/dfd_brca.md``).
+    the same resamples.
 
     Escaped replicates are therefore detected and **excluded**: a bootstrap replicate whose
     minimisation moves more than ``max_distance`` (default 20) from the full-data minimiser in

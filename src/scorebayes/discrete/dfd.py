@@ -11,7 +11,7 @@ becomes, up to a :math:`\theta`-free constant (Proposition 1, eq. 5),
 with :math:`r_{j-} = 0` where :math:`x^{j-}` is the star state. The ratios are computed as
 exponentials of log-differences (stable in float32 and float64, no normalising constant) and
 the star terms are masked, so gradients stay finite. ``D_n`` is the *sum* over the data, used
-both in the generalised posterior (6) and in the calibration (10) (METHODS.md V.B1).
+both in the generalised posterior (6) and in the calibration (10).
 
 References:
     | Generalised Bayesian Inference for Discrete Intractable Likelihood

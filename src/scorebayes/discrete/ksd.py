@@ -2,7 +2,7 @@ r"""KSD-Bayes baseline: :math:`n\,\mathrm{KSD}^2(p_\theta\|p_n)` with the discre
 
 With :math:`u_j(x) = 1 - r_{j-}(x,\theta)` (the :math:`j`-th component of :math:`\nabla^-p/p`,
 :math:`u_j = 1` at the star state), the V-statistic with the forward-difference Stein kernel is,
-up to a :math:`\theta`-free term (METHODS.md II.6, matching the reference code),
+up to a :math:`\theta`-free term (as in the paper's reference code),
 
 .. math::
     n\,\mathrm{KSD}^2 \overset{\theta}{=} \frac1n\Big[\sum_{a,b}\sum_j u_j(x_a)u_j(x_b)k(x_a,x_b)

@@ -4,7 +4,7 @@ r"""Standard Bayes for one-dimensional count models with a truncated normalising
     L_n(\theta) = -\sum_{i=1}^n\log\tilde p_\theta(x_i) + n\log Z_\theta,\qquad
     Z_\theta \approx \sum_{y=0}^{Y}\tilde p_\theta(y)
 
-(the paper's baseline for the CMP model uses :math:`Y = 99`, METHODS.md II.6). It has the
+(the paper's baseline for the CMP model uses :math:`Y = 99`). It has the
 same interface as the other losses (``__call__``, ``reweighted``, ``per_row``) so it can be
 sampled and, for comparison, calibrated in the same way; standard Bayes keeps :math:`\beta = 1`.
 

@@ -7,7 +7,7 @@ r"""Pseudo-likelihood loss for models with binary coordinates (the Ising baselin
 since for a binary coordinate :math:`x^{j-}` is the flip and
 :math:`p(x_j\mid x_{-j}) = p(x)/(p(x)+p(x^{j-}))`. For the Ising model this is
 :math:`-\sum\log\sigma(\Delta_j/\theta)` with :math:`\Delta_j` the flip change of the statistic
-(METHODS.md II.6). Calibrated with :math:`\beta_*` like the other generalised posteriors.
+(as in the paper's reference code). Calibrated with :math:`\beta_*` like the other generalised posteriors.
 
 References:
     | Generalised Bayesian Inference for Discrete Intractable Likelihood

@@ -221,8 +221,7 @@ class Epidemic(Model):
 
         Facility-wide transmission lifts every floor alike, floor transmission grows each floor in
         proportion to its own prevalence: a network that sees only the facility and room columns
-        (or one floor's) cannot tell the two apart, these summaries can (beyond the paper;
-        ``benchmarks/epidemic10.py``, variant n-model-views-spread).
+        (or one floor's) cannot tell the two apart, these summaries can (beyond the paper).
         """
         width, T, J = self.floors + 2, self.steps, self.floors
         if view.shape[-1] != T * width:

@@ -20,7 +20,7 @@ detection and discharge do not depend on :math:`\theta`. Hence
 Since :math:`S = f(C)`, :math:`I_S \preceq I_C`, and averaged over any prior
 :math:`\mathbb E\operatorname{Var}(\theta_j\mid S) \ge \mathbb E\operatorname{Var}(\theta_j\mid C)`.
 The posterior given :math:`C` is what someone who saw every infection would conclude: a
-reference for the posteriors given :math:`S` (``benchmarks/pilots/epidemic10_complete_data.py``).
+reference for the posteriors given :math:`S`.
 
 Shapes: ``X [B, T, N]`` hidden statuses (``EpidemicSimulator.run(..., return_states=True)``),
 ``discharged [B, T, N]`` bool (latent channel 2 below ``gamma``).

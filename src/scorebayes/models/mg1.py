@@ -87,8 +87,7 @@ def queue_features(view: Tensor) -> Tensor:
 
     The service width :math:`\theta_2 - \theta_1` is identified by the upper edge of the busy
     service times; a small network on the raw times carries 0.07-0.23 of its score's information,
-    and 0.34-0.61 with these summaries (``benchmarks/pilots/mg1_data_features.py``, mg1 note
-    "SUMMARIES OF THE OBSERVATION"). They are deterministic functions of the observation, so the
+    and 0.34-0.61 with these summaries. They are deterministic functions of the observation, so the
     score-matching target is unchanged. Works on noise-smoothed observations too.
     """
     if view.ndim < 1 or view.shape[-1] < 1:

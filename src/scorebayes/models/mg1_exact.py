@@ -23,8 +23,8 @@ and the particle's weight is multiplied by
 :math:`n` i.i.d. observations.
 
 This is the truth the n-model targets (its weight function handles the support
-:math:`\theta_1 \le \min x` exactly); ``benchmarks/mg1_exact_reference.py`` turns it into reference
-posteriors by importance sampling.
+:math:`\theta_1 \le \min x` exactly); importance sampling turns it into reference
+posteriors.
 
 References:
     | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)

@@ -19,7 +19,7 @@ variance low). The expectation is computed by a bootstrap particle filter over t
 customers (Lindley recursion), each particle carrying its gradient sum along its ancestry;
 the filter's normalising constants give :math:`\log \tilde p(\tilde x \mid \phi)`.
 
-This is a diagnostic truth for the learned single-model score (``benchmarks/mg1_score_reference.py``):
+This is a diagnostic truth for the learned single-model score:
 its variance at :math:`\phi^*` is the Fisher information of the smoothed model, i.e. the
 posterior widths the single-model can reach at best.
 

@@ -134,8 +134,7 @@ class Monotone(Model):
         One observation's score is :math:`(y - \sum_k \theta_k b_M(x, k))\, b_M(x, \cdot) /
         \sigma^2`: a net given :math:`(x, y)` alone must build the degree-:math:`M` polynomials
         itself. Given them, a 3 x 64 ELU net trained on 5e5 rows of the paper's table has about half
-        the error on the observed data (``benchmarks/pilots/monotone_data_features.py``; beyond
-        the paper, ``benchmarks/monotone.py`` variant single-model-paper-scale-design).
+        the error on the observed data (beyond the paper).
         """
         if view.shape[-1] != 2:
             raise ValueError(f"design_features takes observations (x, y) [..., 2], got {tuple(view.shape)}")

@@ -1,6 +1,6 @@
 r"""Score-based Metropolis-Hastings: learn a score from samples, then an MH acceptance from the score.
 
-Pipeline (DESIGN.md section 1): samples ``[N, d]`` -> score model
+Pipeline: samples ``[N, d]`` -> score model
 (:mod:`~scorebayes.scoremh.score_matching`: implicit, sliced or denoising score matching,
 noise-conditional for annealing) -> acceptance network (:mod:`~scorebayes.scoremh.acceptance_net`)
 trained by score balance matching (:mod:`~scorebayes.scoremh.sbm`) -> MH kernel

@@ -1,6 +1,6 @@
 r"""The acceptance network :math:`a_\omega(x', x) \in (0, 1)`: probability of moving from ``x`` to ``x'``.
 
-Architecture (paper App. D, METHODS.md III.7 and V.C3): input :math:`[x', x]` (plus optional
+Architecture (paper App. D): input :math:`[x', x]` (plus optional
 conditioning such as a noise level and a step size) :math:`\to` Linear to width ``h`` :math:`\to`
 residual blocks :math:`u \leftarrow u + \mathrm{GELU}(\mathrm{Linear}(u))` :math:`\to` Linear to a
 scalar logit :math:`\ell`. The head is a sigmoid, and :math:`\log a = \operatorname{logsigmoid}(\ell)`

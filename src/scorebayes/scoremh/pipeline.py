@@ -8,7 +8,7 @@ Proposals (``proposal``): ``"rw"``, ``"mala"``, ``"pcn"``, or ``"ula"`` (a Lange
 with every move accepted). Acceptance rules (``acceptance``): ``"learned"`` (an
 :class:`~scorebayes.scoremh.acceptance_net.AcceptanceNet` trained by score balance matching),
 ``"taylor"`` (Taylor-1 with averaging) or ``"quadrature"`` (Gauss-Lobatto path integral).
-Default step sizes on the standardised scale (METHODS.md V.C5): RW :math:`\sigma = 0.1`,
+Default step sizes on the standardised scale: RW :math:`\sigma = 0.1`,
 Langevin :math:`h = 0.005` (:math:`\varepsilon^2 = 2h = 0.01`), pCN :math:`\beta = 0.1`.
 
 References:

@@ -10,7 +10,7 @@ holds, which needs only scores. The loss (eq. 7, with the entropy term of eq. 10
     + \lambda\,\mathbb E[H(a(x',x))],
 
 with :math:`H(a) = a\log a + (1-a)\log(1-a)` (negative binary entropy, minimised) and every
-gradient laid out as :math:`[\partial_x; \partial_{x'}]` (METHODS.md III.2):
+gradient laid out as :math:`[\partial_x; \partial_{x'}]`:
 :math:`\nabla\log a(x,x')` differentiates the network with its slots *swapped*,
 :math:`\nabla\log p(x) = (\tilde s(x), 0)`, :math:`\nabla\log p(x') = (0, \tilde s(x'))`, and
 :math:`\nabla\log q(x\mid x') = (\partial_x\log q(x\mid x'), \partial_{x'}\log q(x\mid x'))`.

@@ -11,7 +11,7 @@ score **n times**, against a posterior score noise of order :math:`\sqrt n\,\mat
 network must therefore be accurate to :math:`\mathrm{sd}(s)/\sqrt n` where the posterior lives; a
 regression fitted over the whole proposal rarely is. On M/G/1 (n = 500) the fitted network put
 the debiased score at the truth up to 5 SDs (of the summed score over data sets) off, while a
-Monte Carlo mean of the same score network left it within 0.3 SD (``benchmarks/results/mg1.md``).
+Monte Carlo mean of the same score network left it within 0.3 SD.
 
 Refinement: draw groups :math:`u_l\sim\mathcal N(c, \mathrm{diag}(r^2))` from a Gaussian fitted
 to current posterior draws (``r`` = posterior SD times an inflation), simulate :math:`m` observations
@@ -35,7 +35,7 @@ Kernel refit without new simulations (:func:`fit_kernel_correction`): the groups
 
 with :math:`c, LL^\top` the posterior draws' mean and covariance in :math:`\theta`, :math:`J` the
 diagonal of :math:`\partial\theta/\partial u` and bandwidth :math:`b` in posterior SDs. On the
-monotone regression (``benchmarks/results/monotone.md``) the paper-scale network's error
+monotone regression the paper-scale network's error
 :math:`\mathbb E_x[s_\phi] - h_\psi` is smooth in :math:`\theta` where the posterior lives but
 not in the logit coordinates :math:`u`, whose posterior has exponential tails: a fit linear in
 :math:`u` over the same groups left 3-4x the error of one linear in :math:`\theta`

@@ -153,7 +153,7 @@ class ScoreNet(nn.Module):
         Returns ``[C, d]``. The first layer is split as :math:`W_\theta\theta + (W_x X_i + b)`
         and the data part computed once; chains are processed in chunks so that at most
         ``max_elements`` hidden activations are alive at a time (2**20 floats = 4 MB keeps
-        the elementwise work in cache: 2.3x faster than 2**24 on the drift benchmark).
+        the elementwise work in cache: 2.3x faster than 2**24 on a CPU).
         """
         if self.first is None:
             return self(theta[:, None, :], x[None]).sum(1)
@@ -194,7 +194,7 @@ class ScoreNet(nn.Module):
         last activation the tangents are summed over the ``m`` observations (the remaining layer
         is linear), so the Jacobian costs about ``d`` extra hidden-layer products per
         observation instead of ``d`` backward passes, and training differentiates it with one
-        ordinary backward pass instead of a double one (``benchmarks/score_jacobian.py``).
+        ordinary backward pass instead of a double one.
         Returns ``None`` for an activation without a closed-form derivative here (the caller
         then uses autograd, :func:`scorebayes.scores.losses.evaluate_score`).
         """
@@ -266,9 +266,9 @@ class CoordinateViewScoreNet(nn.Module):
     the posterior (``test_views_that_miss_information_give_a_composite_law_not_the_posterior``: with an
     embedding the view that misses half of its data gives the posterior's SD).
     :math:`e` does not depend on :math:`\theta`, so the chain drift still computes every data
-    part once (:meth:`sum_over_observations`). Beyond the paper (``benchmarks/epidemic10.py``,
-    variants n-model-views-embed and n-model-views-spread-embed: narrower than the views alone,
-    with the facility rate placed higher, on 2 repetitions).
+    part once (:meth:`sum_over_observations`). Beyond the paper: on the 12-parameter epidemic
+    the embedding gave narrower intervals than the views alone, with the facility rate placed
+    higher (2 data sets).
 
     Arguments:
         theta_dim: :math:`d`.

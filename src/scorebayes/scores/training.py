@@ -53,7 +53,7 @@ class TrainingSchedule:
         chunk_observations: a minibatch of n-model rows (``m`` observations each) is evaluated in
             chunks of at most this many observations, their gradients accumulated: the same
             gradient with far less memory traffic (the M/G/1 n-model's paper batch, 500 rows x
-            500 observations, trains 3-4x faster per row on a CPU; ``benchmarks/minibatch_chunks.py``).
+            500 observations, trains 3-4x faster per row on a CPU).
             ``None``: the whole minibatch at once (for GPUs).
         penalty_groups: groups of a separate curvature table :math:`\mathcal D^R` per step of
             a penalty phase, drawn at random (with replacement) from its training part. ``None``:

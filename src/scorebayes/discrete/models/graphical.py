@@ -4,7 +4,7 @@ r"""Poisson and Conway-Maxwell-Poisson graphical models on :math:`\mathbb N_0^d`
     \tilde p(x) = \exp\Big(\sum_i\theta_i x_i - \sum_{i<j}\tilde\theta_{ij}^2 x_ix_j
     - \sum_i \tilde\theta_{0,i}^2\log x_i!\Big),
 
-with the squared reparametrisation of METHODS.md V.B8 (unconstrained :math:`\tilde\theta`,
+with a squared reparametrisation (unconstrained :math:`\tilde\theta`,
 interactions :math:`\theta_{ij} = \tilde\theta_{ij}^2 \ge 0`, negative dependence only). The
 Poisson graphical model (PGM) fixes :math:`\tilde\theta_{0,i}^2 = 1`. Parameters, in order:
 :math:`\theta_1..\theta_d`, (CMP-GM only) :math:`\tilde\theta_{0,1}..\tilde\theta_{0,d}`, then
@@ -17,7 +17,7 @@ Poisson graphical model (PGM) fixes :math:`\tilde\theta_{0,i}^2 = 1`. Parameters
 
 :func:`sample_graphical` draws from the model by systematic-scan Gibbs: each full conditional is
 a CMP (a Poisson for the PGM) with :math:`\log\theta_1 = \theta_j - \sum_k\theta_{jk}x_k`,
-sampled exactly by inverse CDF on a truncated support (METHODS.md V.B15).
+sampled exactly by inverse CDF on a truncated support.
 
 References:
     | Generalised Bayesian Inference for Discrete Intractable Likelihood
@@ -119,7 +119,7 @@ class PoissonGraphicalModel(ExponentialFamilyModel):
         return RatioStatistics(minus, minus_off, plus, plus_off, valid)
 
     def default_prior(self) -> Distribution:
-        r"""METHODS.md V.B8: :math:`\theta_i\sim N(0,1)`, :math:`\tilde\theta_{ij}\sim N(0, (1/P_2)^2)`,
+        r"""The prior: :math:`\theta_i\sim N(0,1)`, :math:`\tilde\theta_{ij}\sim N(0, (1/P_2)^2)`,
         :math:`\tilde\theta_{0,i}\sim N(0,1)`, with :math:`P_2 = d(d-1)/2`."""
         from ...priors import independent
 

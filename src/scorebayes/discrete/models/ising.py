@@ -12,7 +12,7 @@ so :math:`\log r_{j-} = \Delta_j/\theta` and :math:`\log r_{j+} = -\Delta_j/\the
 neighbour in both directions is the flip, cyclic convention).
 
 The reference implementation simulates with ``pm1/single/periodic`` and infers with
-``pm1/single/free`` (METHODS.md V.B4); :func:`sample_ising` uses whatever model it is given.
+``pm1/single/free``; :func:`sample_ising` uses whatever model it is given.
 
 References:
     | Generalised Bayesian Inference for Discrete Intractable Likelihood
@@ -112,7 +112,7 @@ def sample_ising(model: IsingModel, theta: float, n: int, *, num_steps: int = 10
 
     Each chain starts from uniform random spins; each step picks a site uniformly and flips it
     with probability :math:`\min(1, \exp(\Delta_j/\theta))`, :math:`\Delta_j` the change of
-    :math:`T` (Appendix F.2.1 with the *current* spin, METHODS.md V.B4). The final states are
+    :math:`T` (Appendix F.2.1 with the *current* spin). The final states are
     returned.
 
     Returns:

@@ -10,7 +10,7 @@ Poisson mixture (A.4)     :math:`(1-\theta)\,\text{Poi}(\lambda_1) + \theta\,\te
 ========================  ==================================================  =============================================
 
 All observations are ``x [n, 1]``. :func:`sample_cmp` is an exact sampler (inverse CDF on a
-truncated support with the normalisation computed in log space, METHODS.md V.B11).
+truncated support with the normalisation computed in log space).
 
 References:
     | Generalised Bayesian Inference for Discrete Intractable Likelihood
