@@ -50,10 +50,10 @@ COST8 = {"abc": 2e4, "bsl": 2e6, "npe": 2e4, "gaussian-npe": 2e4, "n-model": 2e4
 
 # setting 1's small scale, fewer repetitions; the paper-training variant at setting 2's N = 20,000
 # (about 8 min a repetition on one core, so only the first repetitions), sampled with the paper's
-# 20,000 steps: at setting 1's 2,000 the widths of repetition 0 had not settled (session 10, scratch:
-# floor 1 0.71 -> 2.22, floor 3 3.58 -> 1.19 at 20,000 steps; 79 s of sampling)
+# 20,000 steps: at setting 1's 2,000 the widths of repetition 0 had not settled
+# (floor 1 0.71 -> 2.22, floor 3 3.58 -> 1.19 at 20,000 steps; 79 s of sampling)
 # localization: the paper's 100 replicates x 100 iterations (cost 1e4, seconds here), every replicate
-# started at the prior median (session 11): from prior draws, replicates that start where a floor's
+# started at the prior median: from prior draws, replicates that start where a floor's
 # rate is e^-8 or e^+2 get no gradient through the smooth indicator and stay there, which left q
 # prior-wide (sd 3.5-4.7 in log units) in floors 1-4, 6 and the room rate and the n-model's table
 # spread over e^-12 .. e^6 there
@@ -63,25 +63,25 @@ SMALL = {**epidemic5.SMALL, "reps": 10, "localization": LOCALIZATION,
                                        "max_steps": 20_000, "validation": epidemic5.N_MODEL_VALIDATION,
                                        "reps": 3}),
          # the same training with per-rate networks on their own columns of S (~20 min a repetition),
-         # lr 1e-3 -> 1e-5 (narrower than 1e-4 -> 1e-5 on 9-12 of 12 coordinates, session 17 scratch)
+         # lr 1e-3 -> 1e-5 (narrower than 1e-4 -> 1e-5 on 9-12 of 12 coordinates)
          "views": (_views := {**_paper, "views": True, "hidden": (128, 64), "lr": (1e-3, 1e-5),
                               "reps": 10}),
-         # the facility and room rates' networks see all of S (~20 min a repetition; session 19)
+         # the facility and room rates' networks see all of S (~20 min a repetition)
          "views_wide": {**_views, "views": ("beta_facility", "beta_room")},
-         # every rate's network also sees the floor-spread summaries (session 32; pilot session 31)
-         # (the best row: 20 repetitions since session 63, to settle its widths against the paper's)
+         # every rate's network also sees the floor-spread summaries
+         # (the best row: 20 repetitions, to settle its widths against the paper's)
          "views_spread": {**_views, "spread": True, "reps": 20},
-         # the summaries for the facility and floor rates only (session 33): the room rate's width
+         # the summaries for the facility and floor rates only: the room rate's width
          # grew with them (+0.19 in log against n-model-views), and they do not inform room transmission
          "views_spread_floors": {**_views, "reps": 10,
                                  "spread": ("beta_facility", *(f"beta_floor{k}" for k in range(1, 11)))},
-         # one network for the ten floor rates (exchangeable floors; session 54): first 3
+         # one network for the ten floor rates (exchangeable floors): first 3
          # repetitions, 25 of 36 intervals covered (note ONE NETWORK FOR THE TEN FLOOR RATES)
          "views_spread_tied": {**_views, "spread": True, "tied": True, "reps": 3},
-         # 5x the paper's table, the paper's number of gradient steps (session 55): on two of
+         # 5x the paper's table, the paper's number of gradient steps: on two of
          # the spread row's repetitions with a facility-rate miss, 70 min a repetition
          "views_spread_5x": {**_views, "spread": True, "N": 100_000, "epochs": 20, "reps": (2, 7)},
-         # a shared embedding of all of S appended to every rate's view (session 56): first on
+         # a shared embedding of all of S appended to every rate's view: first on
          # the spread row's two repetitions with a facility-rate miss
          "views_spread_embed": {**_views, "spread": True, "embedding": 16, "reps": (2, 7)},
          # the same embedding for n-model-views (no spread summaries), on its repetition seeds
@@ -128,7 +128,7 @@ NOTES = (
     "THE COMPLETE-DATA REFERENCE ON 40 DATA SETS: THE FACILITY RATE COVERED IN 22; IN THE 5-FLOOR "
     "SETTING THE SAME REFERENCE COVERS EVERY RATE (figure epidemic10_complete_data.png redrawn on the "
     "40). The exact posterior given the complete data (note WHAT EVERY INFECTION WOULD SAY) on data "
-    "sets 20-39 of the reference pilot as well. Over the 40: coverage 0.55 / 0.97 / 0.75 / 0.72 / 0.82 "
+    "sets 20-39 of the reference set as well. Over the 40: coverage 0.55 / 0.97 / 0.75 / 0.72 / 0.82 "
     "/ 0.80 / 0.88 / 0.85 / 0.93 / 0.90 / 0.93 / 0.95 in parameter order, so below 0.90 on 7 of 12 "
     "rates (6 of 12 on the first 20); the facility rate +0.017 above the truth (SE 0.002), floors 2-10 "
     "0.012-0.023 below; widths 0.27-0.73x the paper's n-model row. Data set 29 mixed poorly (max R-hat "
@@ -154,7 +154,7 @@ NOTES = (
     "floors. The exact posterior given C was sampled under the model's lognormal(-3, 2) prior by NUTS: "
     "2 chains, 600 draws after 300 warm-up, dense mass, about 3 min a data set on one core. Max R-hat "
     "1.013; 5 divergences in all. Random-walk MH on data set 0 agrees with it to 0.002 in every mean "
-    "and 0.005 in every width. The data sets are the first 20 of the reference pilot's at theta*. "
+    "and 0.005 in every width. The data sets are the first 20 of the reference set's at theta*. "
     "Result: the facility rate is covered in 8 of 20; mean width 0.040 (0.73x the paper's n-model "
     "0.055); mean +0.020 above the truth (SE 0.003); every miss lies above. Floors 2 and 3 are covered "
     "in 14 each, floors 4-5 in 16 and 15, floor 9 in 17, the rest 18-19; floors 2-10 sit 0.012-0.029 "
@@ -171,7 +171,7 @@ NOTES = (
     "it is wider and leans more on the prior; our learned one covers more because it is wider. The "
     "paper's n-model row (mean |bias| 0.009, coverage 1.00 at width 0.055) sits nearer the truth than "
     "the exact posterior given all the hidden data does (mean |error| 0.020); that is not what a "
-    "posterior under the stated prior does at theta*. This supersedes session 62's ABC reference as "
+    "posterior under the stated prior does at theta*. This supersedes the ABC reference as "
     "the evidence: no summary, no eps, no proposals, and that reference's 21 of 40 agree. Widths: the "
     "complete data's widths are 0.73x the paper's on the facility rate, 0.25-0.59x on the floors and "
     "0.38x on the room rate. They are a floor only averaged over the prior, and they lie below the "
@@ -190,7 +190,7 @@ NOTES = (
     "THE REFERENCE UNDER THE MODEL'S PRIOR, NOW RELIABLE, COVERS THE FACILITY RATE IN 21 OF 40 DATA "
     "SETS AT THETA*: TABLE 6'S COVERAGE TARGET IS OUT OF REACH THERE FOR A CORRECT POSTERIOR GIVEN "
     "THESE SUMMARIES [the exact posterior given the complete data agrees; see WHAT EVERY INFECTION "
-    "WOULD SAY] (figure epidemic10_reference.png). The population Monte Carlo of session 61 (note "
+    "WOULD SAY] (figure epidemic10_reference.png). The population Monte Carlo (note "
     "below) fitted each round's Student t to the regression-adjusted draws, which are narrower than "
     "the kept rows (those fill the eps-ball), so rows in the proposal's own tails carried weights "
     "prior / proposal ~ 1 / proposal: k-hat above 0.7 on 26 of 40. Fitted instead to the kept rows "
@@ -203,7 +203,7 @@ NOTES = (
     "+0.025 above the truth (SE 0.003); mean z +1.83 / +1.94. On the 32 / 20 data sets with k-hat <= "
     "0.7: coverage 0.56 / 0.40, mean +0.025 / +0.029. At half the rows kept (a smaller eps) the score "
     "summary covers 16 of 40, mean z +2.03: a smaller eps moves the posterior further up, not onto the "
-    "truth. Against session 61's rounds on the same data sets the facility means correlate +0.95 / "
+    "truth. Against the earlier rounds on the same data sets the facility means correlate +0.95 / "
     "+0.92 but sit 0.45 posterior SDs higher, with SDs 1.32x: the narrow proposals had cut the upper "
     "tail. The other rates (score summary): floors 2 and 3 covered 28 of 40 (mean z -1.77, -2.02), "
     "floors 4-5 35 and 31, floors 6-10 and the room rate 35-40, floor 1 39. The spread fit's Langevin "
@@ -229,7 +229,7 @@ NOTES = (
     "[0.04, 1.65]); started from q with the metric of the summaries' residual covariance given u "
     "(their noise at fixed parameters, now the library's default) it covers the facility rate in 6 of "
     "10, mean +0.029 above the truth, 9 of 10 above the truth, 3 intervals wholly above, median width "
-    "0.069 (its eps is larger), log means correlating +0.60 with the pilot's.",
+    "0.069 (its eps is larger), log means correlating +0.60 with the earlier run's.",
     "A REFERENCE WITHOUT THE SCORE NETWORK: UNDER THE MODEL'S PRIOR ABC ALSO PUTS THE FACILITY RATE "
     "ABOVE THE TRUTH, WHERE THE LEARNED POSTERIOR PUTS IT; UNDER A PRIOR CENTRED ON THE TRUTH IT "
     "COVERS AT THE PAPER'S WIDTH. One table of 800,000 simulations (27 min on two cores) from q = 0.9 "
@@ -265,7 +265,7 @@ NOTES = (
     "rates the table from q barely visits, so the (-3, 4) row extrapolates the network). So the shift "
     "up the facility-floor ridge is the posterior's under this prior, not the network's: up the ridge "
     "(facility up, floors towards zero, where a lognormal(-3, 2) prior keeps much of its mass on the "
-    "log scale) the data change little. The session 57-59 notes that put the shift on the learned "
+    "log scale) the data change little. The notes that put the shift on the learned "
     "score compared it with a first-order (Laplace) truth, which cannot see this. The paper's n-model "
     "row (mean |bias| 0.009, width 0.055, coverage 1.00) resembles ABC under a prior centred near the "
     "truth, not under the stated prior; Table 6's facility coverage at theta* is then likely out of "
@@ -413,7 +413,7 @@ NOTES = (
     "objective (validation loss -40.3 / -39.2) that is more biased at theta*: over 100 data sets the "
     "facility rate's mean z is +1.90 / +1.88, coverage 0.48 / 0.53, every floor's mean z -0.47 to "
     "-1.15, the score-mean test's implied facility shift +1.43 / +1.24 SDs (recorded fit: +1.69, 0.62, "
-    "+0.81). Records: part 'annealed' and 'recalibration' in epidemic10_local_sbc_scratch.jsonl. "
+    "+0.81). "
     "Together with the rows above (the wide views, the shared embedding and the 5x table all put the "
     "facility rate higher), the learned score moves up the facility-floor ridge as the nets get more "
     "of S or fit it better, while the score's mean at theta* stays 15-18 SEs from zero. Not the "
@@ -558,7 +558,7 @@ NOTES = (
     "ABC (W1 on the summary rows) puts the facility rate at 0.087 and floors 5-6 at 0.031-0.033, "
     "missing the facility rate and floors 6-7, and the small BSL misses 7 of 12; n-model-views covers "
     "all 12 there, wider than n-model-views-spread on 10 of 12 rates (up to 1.85x). Also seen: the "
-    "refit does not reproduce the session-32 record (not investigated; the library has changed since); "
+    "refit does not reproduce the earlier record (not investigated; the library has changed since); "
     "per rate its ULA widths differ from the record by factors 0.37-1.3 (repetition 0, floor 1: 1.78x "
     "the paper's in the record, 0.65x now), another sign that these posteriors move with the training "
     "by a sizeable part of their widths.",
@@ -580,12 +580,12 @@ NOTES = (
     "the whole drift's curvature), and these posteriors move with the training by a sizeable part of "
     "their widths (as the seed runs found). So a change of one rate's view cannot be judged on a few "
     "repetitions; this variant is not better than n-model-views-spread within its error, and Table 6 "
-    "stays not met. SESSION 47 (`--only-reps 5` and `6` as two processes, 53-55 min each next to other "
+    "stays not met. REPETITIONS 5-6 (`--only-reps 5` and `6` as two processes, 53-55 min each next to other "
     "jobs): both cover all 12 rates; per rate their widths over n-model-views-spread's on the same "
     "data are 0.72-3.41 (repetition 5, floor 1 3.41x) and 0.70-3.14 (repetition 6, floor 4 3.14x). "
     "Over repetitions 0-6 the paired mean log width ratio against n-model-views-spread is +0.056 (SE "
     "0.054): no narrower, within its error; 83 of 84 intervals cover (n-model-views-spread 81). "
-    "SESSION 49 (`--only-reps 7,8` and `--only-reps 9` as two processes, 50-90 min a repetition next "
+    "REPETITIONS 7-9 (`--only-reps 7,8` and `--only-reps 9` as two processes, 50-90 min a repetition next "
     "to other jobs): 9, 11 and 12 of 12 cover (n-model-views-spread 7, 10, 12). Over repetitions 0-9 "
     "the paired mean log width ratio against n-model-views-spread is +0.025 (SE 0.042; per rate -0.06 "
     "to +0.12), 115 of 120 intervals cover (n-model-views-spread 110); against the paper's n-model row "
@@ -637,7 +637,7 @@ NOTES = (
     "floors 8-10 still 1.6-2.0x (2 and 6 near 1.5) and one repetition is no evidence. It took 99 min "
     "(n-model-views 14 min; not broken down, and run next to other jobs). It is now the method "
     "n-model-views-spread (ScoreLangevin(data_features=model.floor_spread)), with its own seed, so its "
-    "repetition 3 differs from this pilot's; it takes 23-30 min a repetition on one core, after "
+    "repetition 3 differs from this run's; it takes 23-30 min a repetition on one core, after "
     "CoordinateViewScoreNet's chain drift began computing each network's first-layer data part once "
     "(3.6x faster at these shapes, langevin_drift.md).",
     "BSL AT THE PAPER'S SCALE: MOST OF THE SMALL SCALE'S DEPARTURE GOES (`scorebayes bench epidemic10 "
@@ -701,7 +701,7 @@ NOTES = (
     "1.06 / 1.27 / 1.24 / 1.26 / 1.20 / 1.32 / 2.10 / 1.34 / 0.61x the paper's. So where along the "
     "facility-floor ridge the learned posterior sits moves with the seed by several of its own widths, "
     "and floors 5-10 stay 1.2-2.1x wide on this data set whatever the seed. Averaging the scores of "
-    "nets trained with several seeds on the one table: tried in session 20 (above), no fix.",
+    "nets trained with several seeds on the one table: tried above, no fix.",
     "PER-RATE NETWORKS FIX FLOOR 1 ON THE FIRST 3 REPETITIONS (5 repetitions: above; n-model-views: "
     "ScoreLangevin(score_views=model.score_views()), "
     "scorebayes.scores.networks.CoordinateViewScoreNet). Implicit score matching is a sum over "
@@ -718,7 +718,7 @@ NOTES = (
     "paper's NPE and ABC widths on floors 5-9 (floor 9: gaussian-npe 1.60x, the wide net 1.35x). Same "
     "data and seeds with lr 1e-4 -> 1e-5: 1.97 / 0.79 / 0.87 / 1.03 / 0.95 / 1.27 / 1.35 / 1.34 / 1.24 "
     "/ 1.63 / 1.30 / 1.50x, i.e. lr 1e-3 is narrower on 9, 9 and 12 of the 12 coordinates of the three "
-    "repetitions. The benchmark's lr 1e-3 records reproduce the session-17 scratch runs to the printed "
+    "repetitions. The benchmark's lr 1e-3 records reproduce the earlier lr 1e-3 runs to the printed "
     "digits. The partial records of this variant carry a fingerprint of its settings, so changing them "
     "re-runs it. Wider views for the facility and room rates (their nets see all of S, the floors' "
     "nets their two columns): 0.054 / 0.181 / 0.085 / 0.112 / 0.100 / 0.147 / 0.195 / 0.213 / 0.176 / "
@@ -816,7 +816,7 @@ NOTES = (
     "Weight decay is no quick fix: 0.1 keeps the best epoch at 17 and gives widths like the "
     "benchmark's repetition 0 (room rate 1.71); 1.0 removes the overfitting (validation still falling "
     "at epoch 40) but widens floors 2-4 to 1.6-2.1 and the room rate to 2.9.",
-    "Session-10 results with prior starts (20 replicates) for comparison: n-model-paper-training mean "
+    "Results with prior starts (20 replicates) for comparison: n-model-paper-training mean "
     "widths 0.056 / 1.765 / 1.245 / 0.740 / 1.009 / 0.443 / 0.439 / 0.145 / 0.222 / 0.377 / 0.187 / "
     "2.818, coverage 34/36; with 2,000 sampler steps the chains had not settled (commit c06f85a).",
     "KNOWN FAILURES at the small scale (N = 2,000 tables, 30 epochs against the paper's 20,000 / 100): "

@@ -49,7 +49,7 @@ VIEWS_WIDE = "n-model-views-wide"
 # (Epidemic.floor_spread through ScoreLangevin(data_features=), Epidemic.score_views(spread=True))
 VIEWS_SPREAD = "n-model-views-spread"
 # the same summaries for the facility and floor rates only: they inform how transmission splits
-# between the facility and the floors, not the room rate (whose width grew with them, session 32)
+# between the facility and the floors, not the room rate (whose width grew with them)
 VIEWS_SPREAD_FLOORS = "n-model-views-spread-floors"
 # VIEWS_SPREAD with one network shared by the floor rates (exchangeable floors: permuting their
 # rates permutes their columns of S; Epidemic.exchangeable_rates, ScoreLangevin(tied_views=)):
@@ -119,13 +119,13 @@ COST7 = {"abc": 8e3, "bsl": 1e6, "npe": 8e3, "gaussian-npe": 8e3, "n-model": 8e3
 # n-model "validation": the share of the table held out for early stopping. The paper's 50/50 split
 # belongs to the single-model protocol (it chooses the curvature penalty); its epidemic n-model is
 # plain training without a penalty. With 10% held out the net trains on 90% of the same simulations:
-# 8 paired repetitions at the paper's scale (sessions 12-13) narrowed floors 2-5 and the room rate by
-# 8-22% against a 50% split, coverage unchanged (epidemic5_partial_validation50.jsonl keeps the old rows)
+# 8 paired repetitions at the paper's scale narrowed floors 2-5 and the room rate by
+# 8-22% against a 50% split, coverage unchanged
 N_MODEL_VALIDATION = 0.1
 #: the paper's BSL for setting 1 (App. C.3: 10 chains x 1,000 iterations, 200 burn-in, 100 simulations)
 PAPER_BSL = {"chains": 10, "length": 1_000, "burn_in": 200, "sims": 100}
 SMALL = {
-    "reps": 20,  # the issue's suggestion for this benchmark (10 until session 30)
+    "reps": 20,  # the suggested number for this benchmark
     "n": {"N": 2_000, "epochs": 30, "batch": 5, "samples": 1_000, "max_steps": 2_000, "validation": N_MODEL_VALIDATION},
     "abc": {"N": 8_000, "k": 100},
     "bsl": {"chains": 4, "length": 300, "burn_in": 100, "sims": 50},
@@ -272,7 +272,7 @@ def figure(model, name: str, records: list[dict], fig_name: str) -> list[str]:
 
 def _fingerprinted(small: dict, scale: dict, variants: list[str]) -> dict[str, dict]:
     """Settings whose change must re-run a method's stored records: the per-rate variants' and
-    the paper-scale BSL's (fingerprinted since sessions 18 and 29; the other methods' records
+    the paper-scale BSL's (fingerprinted; the other methods' records
     predate fingerprints)."""
     out = {}
     for variant in (*(v for v in N_MODEL_VARIANTS if v != PAPER_TRAINING), BSL_PAPER):
@@ -551,8 +551,8 @@ if __name__ == "__main__":
         "(N = 8,000, 100 epochs, batch 5: the paper's cost; 10% of the table held out for early "
         "stopping), 20 repetitions: every CI95 width within the paper's + 10% (0.92-1.02x, ratios in "
         "the line above; standard errors 0.02-0.06), coverage 139 of 140 (floor 5 19 of 20, the others "
-        "20 of 20). Session 13 rendered the first 10 (0.88-1.05x, 70 of 70), with floor 5 the tight "
-        "one at 1.05x (SE 0.05); repetitions 10-19, run in session 30 with the same code, give "
+        "20 of 20). The first 10 gave (0.88-1.05x, 70 of 70), with floor 5 the tight "
+        "one at 1.05x (SE 0.05); repetitions 10-19, run with the same code, give "
         "0.88-1.01x and 69 of 70, floor 5 0.88x, so its margin on 20 is 0.97x (SE 0.04). At the small "
         "scale (the 'n-model' row: N = 2,000, 30 epochs) the widths are 1.14-1.67x the paper's, "
         "covering 140 of 140.",

@@ -8,7 +8,7 @@ and short-lived (64 x 1,000 x 64 floats, 16 MB a layer at the monotone shapes); 
 small (64 x d) and lives until the end. Appended to a list, those small results were scattered
 between the large transient blocks, and glibc's heap could neither reuse the holes nor give them
 back: loading the monotone paper-scale fit (``N_R`` = 1e5) grew to 18-24 GB and was killed by
-the out-of-memory killer when two benchmark processes ran on this 24 GB machine (session 50).
+the out-of-memory killer when two benchmark processes ran on a 24 GB machine.
 Written into one preallocated tensor, the resident size stays flat.
 
 Each pattern runs in its own fresh Python process (the allocator's state is per process), on the
@@ -58,7 +58,7 @@ def _child(pattern: str, groups: int, out_file: str) -> None:
     chunk = 64
     before, _ = _rss_mb()
     with torch.no_grad():
-        if pattern == "list":  # the pattern _group_means used before session 50
+        if pattern == "list":  # the pattern _group_means used to follow
             parts = []
             for start in range(0, groups, chunk):
                 u, x = u_r[start : start + chunk].float(), x_r[start : start + chunk].float()

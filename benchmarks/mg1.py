@@ -98,45 +98,43 @@ SMALL = {
                          "hidden": (64, 64), "activation": "silu", "inflation": 1.0, "rounds": 4,
                          "shrink": 0.5, "floor": 4.0, "round_draws": 300, "round_chains": 30,
                          "samples": 600, "chains": 60, "max_steps": 20_000, "localize": True, "reps": 2}),
-    # beyond the paper (session 37): the single-model with summaries of each observation
+    # beyond the paper: the single-model with summaries of each observation
     # (models.mg1.queue_features: order statistics and departure times) and nets in theta
     # (network_coordinates="constrained"), 2x64 SiLU, the paper's N for D^S, a 2.5x smaller D^R
     # (N_R = 20,000 groups of m_R = 100) and the debiasing net at batch 100 (the small scale's 2,000
-    # groups at batch 10 left h too coarse; the mg1 note "SUMMARIES OF THE OBSERVATION").
+    # groups at batch 10 left h too coarse).
     # Cost N/n + N_R m_R/n = 400 + 4,000 (the paper's 1.04e4)
     "features": (_features := {
         "N": 200_000, "N_R": 20_000, "m_R": 100, "epochs": 100, "penalty_epochs": 20, "mean_epochs": 100,
         "mean_penalty_epochs": 20, "mean_batch": 100, "batch": 256, "lr": (3e-3, 1e-4), "hidden": (64, 64),
         "activation": "silu", "network_coordinates": "constrained", "data_features": "queue",
         "samples": 600, "chains": 60, "max_steps": 20_000, "localize": True, "reps": 10}),
-    # beyond the paper (session 38): single-model-features' fits and ULA chains (loaded from its
+    # beyond the paper: single-model-features' fits and ULA chains (loaded from its
     # run stores), then MH-corrected (scorebayes.samplers.sbi_mh.mh_correct: MALA and every 5th step
     # a pCN jump, both accepted by the path integral of the learned score), which moves chains
-    # stuck in spurious regions of the learned score and weighs the regions (the mg1 note "MH")
+    # stuck in spurious regions of the learned score and weighs the regions
     "features_mh": (_mh := {**_features, "mh_steps": 4_000, "mh_jump_every": 5, "mh_jump_beta": 0.9,
                             "mh_nodes": 4, "mh_jump_nodes": 16}),
     # the same with 5x the score net's table (N = 1,000,000 over 30 + 6 epochs: about the same
     # number of steps; the validation loss was best near epoch 30-40 at N = 200,000): on repetition
-    # 1 the net carries 0.63 of the service width's information instead of 0.34 (pilot log
-    # data_features_rep1_both_constrained_N1M_silu_NR20k_30epochs.log). Cost 2,000 + 4,000 (paper 1.04e4)
+    # 1 the net carries 0.63 of the service width's information instead of 0.34. Cost 2,000 + 4,000 (paper 1.04e4)
     "features_1m_mh": (_1m := {**_mh, "N": 1_000_000, "epochs": 30, "penalty_epochs": 6,
                                "reps": 10}),
-    # beyond the paper (session 39): the two rows above with the MH chains free of the support cut
+    # beyond the paper: the two rows above with the MH chains free of the support cut
     # theta1 <= min x (they start from the cut ULA chains and move in the trained region only), as
     # the paper's single-model, which relies on the noise smoothing alone. The cut puts the truth
     # 1.0 in the top sliver of theta1's interval (min x is 1.002-1.01), whose equal-tailed upper
-    # end then falls below it (the mg1 note "NO CUT")
+    # end then falls below it
     "features_mh_nocut": {**_mh, "mh_support_cut": False},
     "features_1m_mh_nocut": {**_1m, "mh_support_cut": False},
-    # beyond the paper (session 40): the 1M no-cut row with a deeper score net, 3x128 SiLU instead
+    # beyond the paper: the 1M no-cut row with a deeper score net, 3x128 SiLU instead
     # of 2x64 (same tables and schedule, cost 6,000 + 1.01e4): on repetition 1 it carries 0.80 of
-    # the service width's information instead of 0.63 (2x128: 0.69; pilot logs
-    # data_features_rep1_both_constrained_N1M_silu_{2,3}x128_30epochs.log)
+    # the service width's information instead of 0.63 (2x128: 0.69)
     "features_deep_mh_nocut": {**_1m, "hidden": (128, 128, 128), "mh_support_cut": False},
-    # beyond the paper (session 41): the n-model with the features row's net (queue features, nets
+    # beyond the paper: the n-model with the features row's net (queue features, nets
     # in theta, 2x64 SiLU) on localized tables of N = 9,800 data sets, MH-corrected inside the
     # support theta1 <= min x, which the n-model knows exactly (the box weight function).
-    # Cost N + localization 1.01e4 = 1.99e4 (the paper's n-model 2e4). Session 43: the localization
+    # Cost N + localization 1.01e4 = 1.99e4 (the paper's n-model 2e4). The localization
     # is confined to that support too (localize_in_support; on repetition 1 the free one put 17 of
     # 20 replicates above min x, along the theta1/width ridge, the mg1 note "N-MODEL-FEATURES-MH")
     "n_features_mh": {"mode": "n", "N": 9_800, "epochs": 60, "batch": 100, "lr": (1e-3, 1e-4),
@@ -521,7 +519,7 @@ def main(argv=None) -> None:
         "1.0), theta2 missed on repetition 0. The regions stopped at SDs 0.45 and 0.28 in u for "
         "theta1: the nets trained on wide regions are weak, so their Laplace SDs (0.11-0.29) are 3-7x "
         "the scale the paper's widths imply (about 0.04), and the floor measured with them keeps the "
-        "region wide. Scratch pilots: on repetition 1's data one Newton step of the round-0 net from "
+        "region wide. On repetition 1's data one Newton step of the round-0 net from "
         "the localization's centre (theta1 1.56, width 2.16) to (1.13, 4.35) and a region of 4 Laplace "
         "SDs there (0.16 in u for theta1) gave 0.114-0.144 / 0.59-0.61 / 0.016, covering all three in "
         "two runs (theta1 and theta3 within Table 1's target, theta2 2.4x the paper's 0.247); on "
@@ -586,7 +584,7 @@ def main(argv=None) -> None:
         "/ 1.891 / 0.059 covering all three. theta1's draws pile up at its support face (theta1 <= min "
         "x, 1.002-1.010 on repetitions 0-3, within 0.01 of the truth), so those are near the truth. So "
         "the summaries fix what the nets could not represent, and the remaining failure is the one of "
-        "sessions 4-8: the debiased summed score's root lies off the truth along the theta2-theta3 "
+        "the debiased summed score's root lies off the truth along the theta2-theta3 "
         "ridge, and the chains slide to the edge of the training region. An architecture that also "
         "feeds the smoothed uniform's edge terms phi((theta2 - x~_k)/0.25), Phi(.) and the same at "
         "theta1 (--edges) lowered the validation loss (-5.31 against -3.37 at N = 20,000) but carried "
@@ -620,7 +618,7 @@ def main(argv=None) -> None:
         "TRAINING); the single-model deep row centres theta2 at 5.13 here. The row's repetition 0 (its "
         "own seed, 3,243 s): ULA 0.035 / 0.645 / 0.018, MH 0.0159 / 0.644 / 0.0179, theta2 missed "
         "again (interval 5.22-5.86, mean 5.53). All on one data set: the other nine show whether "
-        "theta2's coverage holds. SESSION 42, repetition 1 FAILED (955 s): 1.0 / 7.05 / 0.074, mean "
+        "theta2's coverage holds. Repetition 1 FAILED (955 s): 1.0 / 7.05 / 0.074, mean "
         "theta1 0.71. WHY: the free sliced-Wasserstein localization put 17 of its 20 replicates above "
         "min x = 1.0104, spread along the ridge theta1 + width/2 = 2.8-3 (theta1 0.34-2.67, width "
         "0.02-5.25; sd in u 0.58 / 1.71 / 0.05), so only about 23% of q's mass lay inside the support "
@@ -628,11 +626,11 @@ def main(argv=None) -> None:
         "-1.33 on the other two, is on a different table and not comparable). FIX: "
         "localize(support=...) runs projected Adam inside a box of theta, and "
         "ScoreLangevin(localize_in_support=True) passes support_fn(x_obs) (theta1 <= min x) to it; the "
-        "row uses it from session 43 (a new config: the old records are stale). Confined on repetition "
+        "row uses it (a new config: the old records are stale). Confined on repetition "
         "1: theta1 0.50-1.01, width 3.44-4.77, theta3 0.187-0.21, sd in u 0.21 / 0.15 / 0.04. The "
         "re-run of repetition 1 (2,645 s, with two other processes): ULA 0.031 / 0.566 / 0.018, MH "
         "0.0133 / 0.564 / 0.0161, covering all three (theta2 4.67-5.23, mean 4.94), 0.88x / 14.5x / "
-        "1.04x the exact widths, offsets 0.0 / 5.2 / 0.2 exact SDs. SESSION 44 (`--only-reps 0` and "
+        "1.04x the exact widths, offsets 0.0 / 5.2 / 0.2 exact SDs. REPETITIONS 0-4 (`--only-reps 0` and "
         "`2`, then `3,5,7,9` and `4,6,8`, two processes, 29-56 min a repetition): repetitions 0-4 "
         "rendered. MH CI95 widths 0: 0.016 / 0.542 / 0.017 (theta2 missed, interval 5.19-5.73, mean "
         "5.45); 1: 0.013 / 0.564 / 0.016; 2: 0.014 / 0.629 / 0.018; 3: 0.015 / 0.589 / 0.016; 4: 0.012 "
@@ -652,11 +650,11 @@ def main(argv=None) -> None:
         "table covers the exact mean 5.007 within 2 of its SDs, yet the net's theta2 score still "
         "vanishes near 5.45: on this data set the bias is in what the net learns from the tables (the "
         "paper's own 5,000-epoch n-model also centred theta2 here, note THE PAPER'S OWN n-MODEL "
-        "TRAINING), not in where they are. LATER IN SESSION 44: repetitions 5 (0.014 / 0.575 / 0.017) "
-        "and 6 (0.014 / 0.585 / 0.016) covered (about 50 min each); 7 and 8 were stopped mid-run at "
-        "the session's end, reps capped at 7. Over 0-6: 0.014 / 0.590 / 0.017, coverage 1.0 / 0.857 / "
+        "TRAINING), not in where they are. LATER: repetitions 5 (0.014 / 0.575 / 0.017) "
+        "and 6 (0.014 / 0.585 / 0.016) covered (about 50 min each); 7 and 8 were stopped mid-run, "
+        "reps capped at 7. Over 0-6: 0.014 / 0.590 / 0.017, coverage 1.0 / 0.857 / "
         "1.0 (theta2 6 of 7), 0.99x / 14.5x / 1.05x the exact widths, exact mean held on 7 / 6 / 7; "
-        "slope of theta2's offset on q's 0.41 (correlation 0.63). SESSION 46: 7: 0.015 / 0.592 / "
+        "slope of theta2's offset on q's 0.41 (correlation 0.63). Repetition 7: 0.015 / 0.592 / "
         "0.0175, theta3 missed (interval 0.2026-0.2201, mean 0.2111; the exact interval 0.1985-0.2150 "
         "and mean 0.2066 sit just above the truth 0.2, so ours holds the exact mean but not the truth; "
         "theta2 mean 5.27, exact 4.99, covered); 8: 0.0147 / 0.594 / 0.0164, all covered (1,047 s and "
@@ -690,14 +688,14 @@ def main(argv=None) -> None:
         "missed theta2 (repetitions 0 and 3), the centre moved towards the truth (5.184 to 5.131, "
         "4.814 to 4.877) as the captured information predicts (note NO SUPPORT CUT); elsewhere it "
         "moved by at most 0.035. 35-71 min a repetition with three processes on two cores. Five "
-        "repetitions: not yet a Table 1 result. SESSION 42, repetitions 5-8 (rendered over 0-8, reps "
-        "capped at 9; repetition 9 was mid-run at the session's end, its store carried): 5: 0.149 / "
+        "repetitions: not yet a Table 1 result. Repetitions 5-8 (rendered over 0-8, reps "
+        "capped at 9; repetition 9 was mid-run): 5: 0.149 / "
         "0.259 / 0.017; 6: 0.127 / 0.236 / 0.015; 7: 0.137 / 0.240 / 0.019; 8: 0.136 / 0.254 / 0.016, "
         "all covered. Over 0-8: 0.140 / 0.248 / 0.016 with all 27 intervals covering the truth, within "
         "the target 0.164 / 0.272 / 0.036 and coverage >= 0.90 on every parameter. Against the exact "
         "posterior (mg1-exact-reference, repetitions 0-4) it is the closest of our rows in theta2 "
         "(6.3x the exact width, offset 8.0 exact SDs) and at the exact width in theta3 (1.02x). "
-        "SESSION 43, repetition 9 (3,467 s): 0.141 / 0.250 / 0.015, covered. OVER ALL 10: CI95 widths "
+        "Repetition 9 (3,467 s): 0.141 / 0.250 / 0.015, covered. OVER ALL 10: CI95 widths "
         "0.140 / 0.248 / 0.016 (sd 0.010 / 0.014 / 0.001), bias 0.022 / 0.057 / 0.004, all 30 "
         "intervals covering the truth: Table 1's single-model row is met (widths within the paper's "
         "+10%, coverage 1.0 >= 0.90 on every parameter) at the paper's cost or less. Against the exact "
@@ -747,7 +745,7 @@ def main(argv=None) -> None:
         "SINGLE-MODEL-FEATURES-1M-MH: 5X THE SCORE NET'S TABLE NARROWS THETA2 BY A SIXTH, COVERAGE "
         "DOES NOT FOLLOW (`scorebayes bench mg1 --methods single-model-features-1m-mh --only-reps "
         "1,3,5,7,9` and `0,2,4,6,8` as two processes, then `6,7,8,9`, 18-38 min a repetition; their "
-        "run stores are carried). The method: single-model-features-mh with the score net trained on N "
+        "run stores). The method: single-model-features-mh with the score net trained on N "
         "= 1,000,000 instead of 200,000 over 30 + 6 epochs (about the same number of steps; at N = "
         "200,000 the validation loss was best near epochs 30-40 and rose after, so the net was short "
         "of data). Cost 6,000 (2,000 + 4,000) plus the localization's 1.01e4, against the paper's "
@@ -797,7 +795,7 @@ def main(argv=None) -> None:
         "SETS, AND A FEW STUCK CHAINS OR THE SUPPORT FACE COST THE REST (`scorebayes bench mg1 "
         "--methods single-model-features --only-reps 1,3,5,7,9` and `0,2,4,6,8` as two processes, "
         "11-19 min a repetition; each repetition keeps a run store, "
-        "runs/bench/mg1-single-model-features-SEED). The method: session 36's nets "
+        "runs/bench/mg1-single-model-features-SEED). The method: the nets "
         "(models.mg1.queue_features, the order statistics and departure times of each observation; "
         "networks in theta; 2x64 SiLU; N = 200,000 for D^S) with D^R at 20,000 groups of m_R = 100 and "
         "the debiasing net at batch 100; cost N/n + N_R m_R/n = 400 + 4,000 against the paper's "
@@ -873,7 +871,7 @@ def main(argv=None) -> None:
         "29%), which sample() now reports as a warning. WHY: 179 of the 200 prior starts lay beyond "
         "the support theta1 <= min x = 1.0017, and the sampler reflected them into the box in u = "
         "logit(theta1/10): a start at theta1 = 8.4 (u = 1.66) folds about the bound (u = -2.19) to u = "
-        "-6.04, theta1 = 0.024, i.e. into the weight function's blind corner. Since session 16 starts "
+        "-6.04, theta1 = 0.024, i.e. into the weight function's blind corner. Now starts "
         "outside the sampling box are redrawn from the start distribution truncated to it "
         "(ScoreLangevin._chain_starts). Resampled so (the row above): widths 1.00 / 4.06 / 0.079, "
         "theta2 still missed; 9 of the 200 chains (4.5%) still end in the corner (their starts mostly "
@@ -887,8 +885,8 @@ def main(argv=None) -> None:
         "at 20,000 steps the main mode has converged, and its width and its theta2 offset are the "
         "learned score's, not the sampler's.",
         "CHAIN STARTS: the rows single-model, n-model and n-model-paper-training were re-run with "
-        "starts redrawn inside the support; the records sampled with reflected starts are kept in "
-        "mg1_partial_reflected_starts.jsonl. Mean widths over the 3 repetitions moved little at the "
+        "starts redrawn inside the support; the records sampled with reflected starts are not kept. "
+        "Mean widths over the 3 repetitions moved little at the "
         "small scale (single-model 0.918 / 6.962 / 0.056 -> 0.917 / 6.918 / 0.056; n-model 0.985 / "
         "6.689 / 0.058 -> 0.985 / 6.865 / 0.062, now covering theta1 on all 3). n-model-paper-table "
         "and n-model-paper-table-long were re-run too (refit, same seeds) and got wider: 0.401 / 9.899 "
@@ -929,7 +927,7 @@ def main(argv=None) -> None:
         "200,000 from the prior, N_R = 50,000 x m_R = 100, 500 + 500 epochs, lr 1e-3 -> 1e-5, no "
         "localization), repetition 0: widths 1.00 / 8.97 / 0.104, covering all three, i.e. wider than "
         "the small scale (0.92 / 6.96 / 0.056) and 7x / 36x / 3x the paper's; 87 min on one core. "
-        "Record: mg1_full_single_model_rep0.jsonl; command: scorebayes bench mg1 --full --reps 1 "
+        "Command: scorebayes bench mg1 --full --reps 1 "
         "--methods single-model. So the training budget is not the limit; the fitted debiasing net h "
         "remains the suspect (the diagnosis above: a Monte Carlo h brings the summed score to |z| <= "
         "0.26 at the truth, the fitted h does not).",
@@ -956,7 +954,7 @@ def main(argv=None) -> None:
         "time lies below theta1 (a sharp feature of width sigma_eps); the width's from the upper edge "
         "of the busy service times, which no net learned. (3) Along theta1 and along the width, the "
         "learned summed score restores towards the truth 2-8x more weakly than the reference. So the "
-        "chains spread: in scratch runs (repetition 0) the 2x64 SiLU net at N = 200,000 has Laplace "
+        "chains spread: in runs on repetition 0 the 2x64 SiLU net at N = 200,000 has Laplace "
         "widths 0.16 / 0.53 / 0.019 at the truth, but its chains give 1.00 / 5.7 / 0.072 and miss "
         "theta1 (mean 0.66): the learned field's root lies away from the truth; 150 epochs instead of "
         "50 (validation loss -6.38 against -6.37) gave 0.98 / 4.2 / 0.070. More simulations and wider "
@@ -999,18 +997,18 @@ def main(argv=None) -> None:
         "correction of h, see scorebayes/scores/local_debias.py), more rounds while over 1% of the draws "
         "pile up at the edge of the refined region. Its own cost (up to 6.0e3) is below the paper's "
         "single-model (1.04e4), but with the localization (1.0e4, which the paper does not use) the "
-        "total is up to 1.6e4. NOT A FIX. Session 4 (2 rounds, each region 2 x MAD of the last draws): "
+        "total is up to 1.6e4. NOT A FIX. Two rounds ( each region 2 x MAD of the last draws): "
         "repetition 0 narrowed to 0.22 / 1.24 / 0.021 but missed theta1 and theta2; repetition 1 "
         "collapsed onto a wrong point, (0.67, 3.76, 0.173), widths 0.046 / 0.12 / 0.004, covering "
         "nothing: the draws had piled up at the edge of the refined region, their MAD measured the "
-        "truncation, and each region shrank onto the edge. Session 5 (moving trust region: when draws "
+        "truncation, and each region shrank onto the edge. A moving trust region ( when draws "
         "pile up at the edge, the next region keeps the confining size and moves to them; 4 rounds): "
         "repetition 1 no longer collapses (edge fractions 64%, 100%, 100%, then 8.5%; widths 0.81 / 3.34 "
         "/ 0.043, covering all three) and repetition 0 gives 0.94 / 5.04 / 0.088 (misses theta1), i.e. "
         "no narrower than the plain small-scale single-model. The chains keep walking to the edge "
         "because the refined drift's root (sum_i s(theta, x_i) = n h(theta)) lies elsewhere: with a "
         "weak score net this estimating equation has roots away from the truth, and a locally exact h "
-        "cannot remove them. On a scratch data set, one refinement of a prior-table net (N = 200,000, "
+        "cannot remove them. On a simulated data set, one refinement of a prior-table net (N = 200,000, "
         "N_R = 50,000) took the widths from 1.0 / 4.0 / 0.128 to 0.25 / 0.80 / 0.019 and covered "
         "theta2 and theta3.",
         "BSL: chains start at the best 4 of 40 prior draws by synthetic likelihood; from raw prior "

@@ -18,9 +18,8 @@ exactly). The single-model targets the noise-smoothed model (sigma_eps = 0.25), 
 is wider (``mg1-score-reference``), so its width ratios above 1 are partly by design.
 
 Each repetition's reference is saved as it completes (``results/mg1_exact_reference_partial.jsonl``)
-and reused by later runs with the same settings. The ten recorded references (sessions before 51)
-drew the importance proposal from torch's global generator, so a rerun gives other (equally
-valid) draws; since session 51 the draws come from the repetition's seed alone.
+and reused by later runs with the same settings. The importance proposal's draws come from the repetition's seed alone, so a
+rerun gives the same draws.
 
 Usage: scorebayes bench mg1-exact-reference [--reps R] [--only-reps 0,3] [--draws D] [--rounds K]
        [--particles M] [--quick]
