@@ -12,8 +12,6 @@ Learning rates decay exponentially from ``lr[0]`` to ``lr[1]`` over a phase (V.A
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import copy
 import dataclasses
 import math
@@ -25,6 +23,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from ..table_store import as_training_tensor
+from .loop import LoopSchedule, checkpointing, shuffled_minibatches, train_loop
 from .losses import (
     curvature_penalty,
     evaluate_score,
@@ -35,8 +34,7 @@ from .losses import (
     weighted_score_matching,
 )
 
-__all__ = ["TrainingSchedule", "FitReport", "fit_score_network", "fit_mean_network", "split_indices",
-           "checkpointing"]
+__all__ = ["TrainingSchedule", "FitReport", "fit_score_network", "fit_mean_network", "split_indices"]
 
 
 @dataclass
@@ -93,34 +91,6 @@ class FitReport:
     epochs: int = 0
 
 
-class _Checkpoints:
-    """Names successive training phases ``<prefix>/phase<k>`` inside a run store."""
-
-    def __init__(self, store, prefix: str):
-        self.store, self.prefix, self.count = store, prefix, 0
-
-    def next_name(self) -> str:
-        self.count += 1
-        return f"{self.prefix}/phase{self.count - 1:03d}"
-
-
-_CHECKPOINTS: contextvars.ContextVar[_Checkpoints | None] = contextvars.ContextVar(
-    "scorebayes_checkpoints", default=None)
-
-
-@contextlib.contextmanager
-def checkpointing(store, prefix: str) -> Iterator[None]:
-    """Inside this block every training phase saves a checkpoint after each epoch (network,
-    Adam and learning-rate state, the ``generator`` state, early-stopping state) to
-    ``store`` (a :class:`~scorebayes.store.RunStore`) and resumes from it when one exists,
-    so that an interrupted fit continues to bit-identical weights. ``store=None``: no-op."""
-    token = _CHECKPOINTS.set(_Checkpoints(store, prefix) if store is not None else None)
-    try:
-        yield
-    finally:
-        _CHECKPOINTS.reset(token)
-
-
 def split_indices(num: int, fraction: float, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
     """Random (train, validation) index split; validation gets ``round(num*fraction)`` (>= 1)."""
     perm = torch.randperm(num, generator=generator)
@@ -128,91 +98,30 @@ def split_indices(num: int, fraction: float, generator: torch.Generator | None) 
     return perm[n_val:], perm[:n_val]
 
 
-def _decay(optimiser: torch.optim.Optimizer, lr: tuple[float, float], epochs: int):
-    gamma = (lr[1] / lr[0]) ** (1.0 / max(1, epochs))
-    return torch.optim.lr_scheduler.ExponentialLR(optimiser, gamma)
-
-
-def _batches(num: int, size: int, generator: torch.Generator | None) -> list[Tensor]:
-    perm = torch.randperm(num, generator=generator)
-    return list(perm.split(size))
-
-
-def _train_phase(net: nn.Module, step_loss: Callable[[Tensor, int, int], Tensor | Iterable[Tensor]], num_rows: int,
+def _train_phase(net: nn.Module, step_loss: Callable[[Tensor, int], Tensor | Iterable[Tensor]], num_rows: int,
                  validate: Callable[[], float], *, epochs: int, schedule: TrainingSchedule,
                  generator: torch.Generator | None, bar: tqdm | None,
                  history: list[float] | None = None, keep_initial: bool = True) -> tuple[float, int]:
-    """Adam with exponential decay and early stopping; leaves the best weights in ``net``.
+    """One phase of :func:`~scorebayes.scores.loop.train_loop`: Adam with exponential decay and
+    early stopping; leaves the best weights in ``net``.
 
-    ``keep_initial=False`` (penalty phases): the starting weights are not a candidate, so the
-    result is the best state *trained with* the penalty.
+    ``step_loss(batch, step)`` gets the minibatch's positions ``batch`` among the ``num_rows``
+    training units and its index ``step`` in the epoch. ``keep_initial=False`` (penalty phases):
+    the starting weights are not a candidate, so the result is the best state *trained with*
+    the penalty.
     """
-    optimiser = torch.optim.Adam(net.parameters(), lr=schedule.lr[0])
-    scheduler = _decay(optimiser, schedule.lr, epochs)
-    hook = _CHECKPOINTS.get()
-    name = hook.next_name() if hook is not None else None
-    state = hook.store.load_checkpoint(name) if hook is not None else None
-    if state is not None:  # resume this phase from its last completed epoch
-        net.load_state_dict(state["net"])
-        optimiser.load_state_dict(state["optimiser"])
-        scheduler.load_state_dict(state["scheduler"])
-        if generator is not None:
-            generator.set_state(state["generator"])
-        best, best_state = float(state["best"]), state["best_state"]
-        since, done, first = int(state["since"]), int(state["done"]), int(state["epoch"]) + 1
-        if history is not None:
-            history[:] = [float(v) for v in state["history"]]
-        if bar is not None:
-            bar.update(done)
-        if state["finished"]:
-            first = epochs
-    else:
-        best = validate() if keep_initial else math.inf
-        best_state, since, done, first = copy.deepcopy(net.state_dict()), 0, 0, 0
-    for epoch in range(first, epochs):
-        batches = _batches(num_rows, schedule.batch_size, generator)
-        net.train()
-        for step, idx in enumerate(batches):
-            optimiser.zero_grad(set_to_none=True)
-            loss = step_loss(idx, step, len(batches))
-            # a Tensor, or an iterable of the minibatch loss's additive parts (chunks): each part's
-            # graph is freed by its backward before the next is built; the gradients add up
-            for part in (loss,) if isinstance(loss, Tensor) else loss:
-                if not torch.isfinite(part):
-                    raise FloatingPointError(
-                        "non-finite training loss: lower the learning rate or check the simulator "
-                        "output for extreme values"
-                    )
-                part.backward()
-            optimiser.step()
-        scheduler.step()
-        done += 1
-        value = validate()
-        if history is not None:
-            history.append(value)
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(val=f"{value:.4g}")
-        if not math.isfinite(best) or value < best - 1e-7 * abs(best):
-            best, best_state, since = value, copy.deepcopy(net.state_dict()), 0
-        else:
-            since += 1
-        stop = since >= schedule.patience
-        if hook is not None:  # after every epoch: weights, optimiser, schedule and RNG state
-            hook.store.save_checkpoint(name, {
-                "net": net.state_dict(), "optimiser": optimiser.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "generator": generator.get_state() if generator is not None else torch.zeros(0),
-                "best": best, "best_state": best_state, "since": since, "done": done,
-                "epoch": epoch, "history": list(history or []),
-                "finished": stop or epoch == epochs - 1,
-                "epochs": epochs, "last": value})  # for `scorebayes status`; resuming ignores them
-        if stop:
-            break
-    net.load_state_dict(best_state)
-    if bar is not None and done < epochs:
-        bar.update(epochs - done)
-    return best, done
+    rows = torch.arange(num_rows)
+
+    def minibatches(epoch: int) -> list[tuple[int, Tensor]]:
+        return list(enumerate(shuffled_minibatches(rows, schedule.batch_size, generator)))
+
+    result = train_loop(net, lambda batch: step_loss(batch[1], batch[0]), minibatches,
+                        schedule=LoopSchedule(epochs=epochs, batch_size=schedule.batch_size, lr=schedule.lr,
+                                              patience=schedule.patience, tolerance=1e-7),
+                        validate=validate, generator=generator, keep_initial=keep_initial, bar=bar)
+    if history is not None:
+        history[:] = result.history
+    return result.best, result.epochs
 
 
 def fit_score_network(
@@ -298,7 +207,7 @@ def fit_score_network(
 
     penalty = [0.0]  # current penalty weight, set by _warm_start_then_penalise
 
-    def step_loss(batch: Tensor, step: int, steps: int) -> Iterator[Tensor]:
+    def step_loss(batch: Tensor, step: int) -> Iterator[Tensor]:
         """The minibatch loss mean_b [l_b + lambda pen_b] in additive parts, one per chunk of rows."""
         idx = tr[batch] if unit is None else unit[tr[batch]].reshape(-1)
         for part in idx.split(chunk_rows):
@@ -360,7 +269,7 @@ def fit_mean_network(
         with torch.no_grad():
             return float(((net(theta[va]) - targets[va]) ** 2).sum(-1).mean())
 
-    def step_loss(batch: Tensor, step: int, steps: int) -> Tensor:
+    def step_loss(batch: Tensor, step: int) -> Tensor:
         idx = tr[batch]
         if penalty[0] == 0:
             return ((net(theta[idx]) - targets[idx]) ** 2).sum(-1).mean()
@@ -374,7 +283,7 @@ def fit_mean_network(
                                      progress=progress, desc=desc)
 
 
-def _warm_start_then_penalise(net: nn.Module, step_loss: Callable[[Tensor, int, int], Tensor | Iterable[Tensor]],
+def _warm_start_then_penalise(net: nn.Module, step_loss: Callable[[Tensor, int], Tensor | Iterable[Tensor]],
                               num_rows: int,
                               validate: Callable[[], float], *, schedule: TrainingSchedule,
                               penalties: Sequence[float], penalty: list[float],
