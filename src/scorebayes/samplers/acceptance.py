@@ -56,6 +56,8 @@ class Move(NamedTuple):
         score: :math:`\tilde s(x)` ``[C, d]`` (``None`` if no score is available).
         score_prop: :math:`\tilde s(x')` ``[C, d]`` (or ``None``).
         log_q_ratio: :math:`\log q(x\mid x') - \log q(x'\mid x)` ``[C]``.
+        log_density: :math:`\log p(x)` ``[C]`` if the kernel caches it (else ``None``).
+        log_density_prop: :math:`\log p(x')` ``[C]`` (or ``None``).
     """
 
     x: Tensor
@@ -63,6 +65,8 @@ class Move(NamedTuple):
     score: Tensor | None
     score_prop: Tensor | None
     log_q_ratio: Tensor
+    log_density: Tensor | None = None
+    log_density_prop: Tensor | None = None
 
 
 def _need_scores(move: Move, rule: str) -> tuple[Tensor, Tensor]:
@@ -88,14 +92,17 @@ class ExactRule:
 
     Arguments:
         log_density: :math:`\log p` up to a constant, ``[C, d] -> [C]``; ``-inf`` (or NaN)
-            outside the support rejects the move.
+            outside the support rejects the move. Not called where the move carries the
+            values (a kernel built with ``log_density``, :func:`~scorebayes.samplers.mh.build_kernel`).
     """
 
     def __init__(self, log_density: Callable[[Tensor], Tensor]):
         self.log_density = log_density
 
     def __call__(self, move: Move) -> Tensor:
-        diff = self.log_density(move.x_prop) - self.log_density(move.x)
+        lp_prop = self.log_density(move.x_prop) if move.log_density_prop is None else move.log_density_prop
+        lp = self.log_density(move.x) if move.log_density is None else move.log_density
+        diff = lp_prop - lp
         return _clamp_log_alpha(diff + move.log_q_ratio)
 
 

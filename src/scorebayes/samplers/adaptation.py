@@ -1,10 +1,14 @@
-r"""Adaptation of the Langevin chains' dense preconditioner, separate from the kernel.
+r"""Warm-up adaptation of Langevin chains, separate from the kernel: windows, whitening, restarts.
 
 The chains run in whitened coordinates :math:`v`, :math:`u = c + Lv`, where scores transform as
-:math:`\nabla_v = L^\top\nabla_u`. :func:`adapt_whitening` refits :math:`(c, L)` in windows of
-ratio 1:2:4 (:func:`~scorebayes.samplers.langevin.adaptation_windows`) to the chains' own states,
-and restarts stragglers (:func:`reset_stragglers`) between windows; the draws that follow are
-ordinary chains from the adapted state.
+:math:`\nabla_v = L^\top\nabla_u` (:func:`whitened`). :func:`adapt_whitening` refits :math:`(c, L)`
+in windows of ratio 1:2:4 (:func:`adaptation_windows`) to the chains' own states
+(:func:`~scorebayes.samplers.preconditioning.covariance_preconditioner`), each window being ULA
+chains (:mod:`scorebayes.samplers.ula`) run by the driver (:func:`~scorebayes.samplers.base.run_chains`)
+with the step size :math:`\kappa/\lambda_{\max}` of
+:func:`~scorebayes.samplers.step_size.curvature_step_size`, and restarts stragglers
+(:func:`reset_stragglers`) between windows; the draws that follow are ordinary chains from the
+adapted state.
 
 References:
     | Stan Reference Manual: HMC algorithm parameters, adaptation windows (Stan Development Team, 2024)
@@ -20,10 +24,25 @@ import torch
 from torch import Tensor
 
 from .acceptance import log_density_difference
-from .langevin import covariance_preconditioner, curvature_step_size, reflect_into_box, run_langevin
+from .base import Kernel, run_chains, warn_diverged
+from .preconditioning import covariance_preconditioner
+from .step_size import curvature_step_size
+from .ula import LANGEVIN_DIVERGENCE, build_kernel, reflect_into_box, tempering
 
-__all__ = ["adapt_whitening", "default_straggler_gap", "probes_with_centre", "reset_stragglers",
-           "whitened"]
+__all__ = ["adapt_whitening", "adaptation_windows", "default_straggler_gap", "probes_with_centre",
+           "reset_stragglers", "whitened"]
+
+
+def adaptation_windows(total: int, *, count: int = 3) -> list[int]:
+    """Warm-up window lengths of ratio 1 : 2 : 4 ... summing to ``total``: ``count`` windows, fewer
+    when ``total`` is short (about 50 steps or more in the first)."""
+    if total < 1:
+        return []
+    count = max(1, min(count, int(math.log2(total / 50 + 1))))
+    unit = total / (2**count - 1)
+    lengths = [int(round(unit * 2**k)) for k in range(count)]
+    lengths[-1] += total - sum(lengths)
+    return lengths
 
 
 def whitened(u_fns: tuple[Callable, Callable, Callable], center: Tensor, L: Tensor,
@@ -62,11 +81,38 @@ def probes_with_centre(v: Tensor) -> Tensor:
     return torch.cat([v[:15], torch.zeros_like(v[:1])])
 
 
+def _window(fns: tuple[Callable, Callable, Callable], v: Tensor, tau: float, window: int,
+            stages: Sequence[float], *, clip_norm: float | None, generator: torch.Generator,
+            progress: bool) -> tuple[Tensor, Tensor, int]:
+    """One warm-up window of ULA chains from ``v [C, d]`` with the (likelihood, prior, constrain)
+    functions ``fns``: ``stages`` tempering stages, then ``window`` steps at :math:`t = 1` of which
+    at most 50 states per chain (evenly spaced over the second half) are kept.
+
+    Returns:
+        ``(draws [C, S, d], diverged [C] bool, steps)``.
+    """
+    lik, prior_score, constrain = fns
+    kept = max(1, min(50, window // 2))
+    thin = max(1, (window // 2) // kept)
+    n_stage = max(50, window // 10)
+
+    def build(weight: float) -> Kernel:
+        return build_kernel(lik, prior_score, tau, weight=weight, clip_norm=clip_norm, constrain=constrain)
+
+    kernel = build(1.0)
+    burn_in = len(stages) * n_stage + max(0, window - kept * thin)
+    draws, _, info = run_chains(kernel, kernel.init(v), burn_in + kept * thin, burn_in=burn_in, thin=thin,
+                                generator=generator, adaptation=tempering(build, stages, n_stage, kernel),
+                                divergence=LANGEVIN_DIVERGENCE, progress=progress, desc="langevin")
+    warn_diverged(info.diverged, stacklevel=2)
+    return draws, info.diverged, info.num_steps
+
+
 def adapt_whitening(u_fns: tuple[Callable, Callable, Callable], bounds: tuple[Tensor, Tensor],
                     u0: Tensor, center: Tensor, L: Tensor, *, windows: Sequence[int],
-                     stages: Sequence[float], kappa: float, clip_norm: float | None,
-                     generator: torch.Generator, progress: bool, straggler_gap: float | None = None
-                     ) -> tuple[Tensor, Tensor, Tensor, Tensor, int, int]:
+                    stages: Sequence[float], kappa: float, clip_norm: float | None,
+                    generator: torch.Generator, progress: bool, straggler_gap: float | None = None
+                    ) -> tuple[Tensor, Tensor, Tensor, Tensor, int, int]:
     """Windowed warm-up of the dense preconditioner (the ``adapt_steps`` of the Langevin-SBI sampler).
 
     Each window runs the chains whitened by the current ``(center, L)`` with the step size
@@ -75,7 +121,17 @@ def adapt_whitening(u_fns: tuple[Callable, Callable, Callable], bounds: tuple[Te
     tempering ``stages`` (``max(50, first window / 10)`` steps each) precede the first window.
     With ``straggler_gap``, after each window the chains more than that many nats below the
     median chain are restarted from other chains (:func:`reset_stragglers`) and left out of
-    the refit.
+    the refit. Chains that diverge in a window are dropped (with a warning); more than half
+    raise :class:`~scorebayes.samplers.base.ChainsDivergedError`.
+
+    Arguments:
+        u_fns: the likelihood score, prior score and drift (with graph) in :math:`u`, each
+            ``[C, d] -> [C, d]``.
+        bounds: ``(low [d], high [d])``, the box the chains are reflected into (in :math:`u`).
+        u0: ``[C, d]`` initial states; ``center [d]``, ``L [d, d]``: the initial whitening.
+        windows: window lengths (:func:`adaptation_windows`).
+        stages: tempering weights before the first window; ``kappa``: :math:`\\tau\\lambda_{\\max}`.
+        clip_norm: clip the likelihood score (in :math:`v`) to this norm.
 
     Returns:
         ``(u [C', d], alive [C] bool, center, L, steps, resets)``: the last states of the chains
@@ -88,19 +144,12 @@ def adapt_whitening(u_fns: tuple[Callable, Callable, Callable], bounds: tuple[Te
         lik, prior_score, drift, to_u, constrain = whitened(u_fns, center, L, bounds)
         v = torch.linalg.solve(L, (u - center).T).T
         tau = curvature_step_size(drift, probes_with_centre(v), kappa=kappa).step_size
-        kept = max(1, min(50, window // 2))
-        thin = max(1, (window // 2) // kept)
-        n_stage = max(50, window // 10)
-        window_stages = tuple(stages) if k == 0 else ()
-        draws, info = run_langevin(lik, prior_score, v, step_size=tau, num_draws=kept,
-                                   burn_in=max(0, window - kept * thin), thin=thin,
-                                   tempering=window_stages, steps_per_stage=n_stage,
-                                   clip_norm=clip_norm, constrain=constrain, generator=generator,
-                                   progress=progress)
-        steps += info.total_steps
-        ok = ~info.diverged
-        alive[alive.nonzero()[:, 0][~ok]] = False
-        u_draws = to_u(draws[ok])
+        draws, diverged, n = _window((lik, prior_score, constrain), v, tau, window,
+                                     tuple(stages) if k == 0 else (), clip_norm=clip_norm,
+                                     generator=generator, progress=progress)
+        steps += n
+        alive[alive.nonzero()[:, 0][diverged]] = False
+        u_draws = to_u(draws[~diverged])
         u = u_draws[:, -1]
         healthy = torch.ones(len(u), dtype=torch.bool)
         if straggler_gap is not None and len(u) > 2:

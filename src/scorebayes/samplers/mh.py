@@ -9,8 +9,9 @@ One step of ``C`` chains ``x [C, d]``:
 where :math:`\log\alpha` comes from an acceptance rule of :mod:`scorebayes.samplers.acceptance`
 (exact MH ratio, learned network, Taylor-1, path-integral quadrature, or none: a Langevin
 proposal without acceptance is ULA). The kernel follows blackjax: an ``init`` that builds an
-:class:`MHState` (caching the score at the current position, so it is computed once per
-step) and a pure ``step(state, generator) -> (state, info)``; :func:`run` collects draws.
+:class:`MHState` (caching the score, and optionally the log-density, at the current position,
+so each is computed once per step) and a pure ``step(state, generator) -> (state, info)``;
+:func:`run` collects draws through the driver :func:`~scorebayes.samplers.base.run_chains`.
 
 Example:
     >>> import torch
@@ -36,18 +37,20 @@ from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from .acceptance import AlwaysAccept, Move
+from .base import Kernel, run_chains
 
-__all__ = ["MHState", "MHInfo", "Kernel", "build_kernel", "run"]
+__all__ = ["MHState", "MHInfo", "Kernel", "build_kernel", "run"]  # Kernel: from .base
 
 
 class MHState(NamedTuple):
-    """Chains ``position [C, d]`` and the cached score ``[C, d]`` (``None`` without a score)."""
+    """Chains ``position [C, d]``, the cached score ``[C, d]`` (``None`` without a score) and the
+    cached log-density ``[C]`` (``None`` unless the kernel was built with ``log_density``)."""
 
     position: Tensor
     score: Tensor | None
+    log_density: Tensor | None = None
 
 
 class MHInfo(NamedTuple):
@@ -58,19 +61,13 @@ class MHInfo(NamedTuple):
     proposal: Tensor
 
 
-class Kernel(NamedTuple):
-    """``init(position [C, d]) -> MHState`` and ``step(state, generator=None) -> (MHState, MHInfo)``."""
-
-    init: Callable[[Tensor], MHState]
-    step: Callable[..., tuple[MHState, MHInfo]]
-
-
 def build_kernel(
     proposal: Any,
     acceptance: Callable[[Move], Tensor] | None = None,
     *,
     score: Callable[[Tensor], Tensor] | None = None,
     support: Callable[[Tensor], Tensor] | None = None,
+    log_density: Callable[[Tensor], Tensor] | None = None,
 ) -> Kernel:
     r"""An MH kernel from a proposal and an acceptance rule.
 
@@ -82,33 +79,46 @@ def build_kernel(
             proposal's own ``score`` if it has one). Needed by Langevin proposals and by the
             Taylor and quadrature rules.
         support: optional ``[C, d] -> bool [C]``; proposals outside are always rejected.
+        log_density: optional :math:`\log p`, ``[C, d] -> [C]``, cached in the state and passed to
+            the rule in the :class:`~scorebayes.samplers.acceptance.Move`, so that
+            :class:`~scorebayes.samplers.acceptance.ExactRule` evaluates it once per step.
+
+    A symmetric proposal (``proposal.symmetric``) has :math:`\Delta_q = 0` without evaluating it.
 
     Returns:
-        :class:`Kernel` ``(init, step)``.
+        :class:`~scorebayes.samplers.base.Kernel` ``(init, step)``: ``init(position [C, d]) ->
+        MHState`` and ``step(state, generator=None) -> (MHState, MHInfo)``.
     """
     rule = AlwaysAccept() if acceptance is None else acceptance
     score = score if score is not None else getattr(proposal, "score", None)
+    symmetric = bool(getattr(proposal, "symmetric", False))
 
     def init(position: Tensor) -> MHState:
         if position.dim() != 2:
             raise ValueError(f"chains must be [C, d], got shape {tuple(position.shape)}")
         with torch.no_grad():
-            return MHState(position, None if score is None else score(position))
+            return MHState(position, None if score is None else score(position),
+                           None if log_density is None else log_density(position))
 
     def step(state: MHState, generator: torch.Generator | None = None) -> tuple[MHState, MHInfo]:
         with torch.no_grad():
-            x, s = state
+            x, s, lp = state
             x_prop = proposal.sample(x, s, generator=generator)
             s_prop = None if score is None else score(x_prop)
-            log_q_ratio = proposal.log_prob(x, x_prop, s_prop) - proposal.log_prob(x_prop, x, s)
-            log_alpha = rule(Move(x, x_prop, s, s_prop, log_q_ratio)).reshape(-1)
+            lp_prop = None if log_density is None else log_density(x_prop)
+            if symmetric:
+                log_q_ratio = torch.zeros(x.shape[0], dtype=x.dtype, device=x.device)
+            else:
+                log_q_ratio = proposal.log_prob(x, x_prop, s_prop) - proposal.log_prob(x_prop, x, s)
+            log_alpha = rule(Move(x, x_prop, s, s_prop, log_q_ratio, lp, lp_prop)).reshape(-1)
             if support is not None:
                 log_alpha = torch.where(support(x_prop), log_alpha, torch.full_like(log_alpha, -torch.inf))
             u = torch.rand(x.shape[0], generator=generator, dtype=x.dtype, device=x.device)
             accept = torch.log(u) < log_alpha
             new_x = torch.where(accept[:, None], x_prop, x)
             new_s = None if s is None else torch.where(accept[:, None], s_prop, s)
-            return MHState(new_x, new_s), MHInfo(log_alpha.exp(), accept, x_prop)
+            new_lp = None if lp is None else torch.where(accept, lp_prop, lp)
+            return MHState(new_x, new_s, new_lp), MHInfo(log_alpha.exp(), accept, x_prop)
 
     return Kernel(init, step)
 
@@ -141,19 +151,20 @@ def run(
     """
     if num_steps < 1 or thin < 1:
         raise ValueError("num_steps and thin must be >= 1")
-    state = kernel.init(position)
-    stored, accepted, prob = [], torch.zeros(position.shape[0]), 0.0
-    for t in tqdm(range(num_steps), disable=not progress, desc=desc, leave=False):
-        state, info = kernel.step(state, generator)
-        accepted += info.is_accepted.to(accepted.dtype).cpu()
-        prob += float(info.acceptance_probability.mean())
-        if (t + 1) % thin == 0:
-            stored.append(state.position)
-    draws = torch.stack(stored, dim=1)
+    if num_steps < thin:
+        raise ValueError(f"no draw is stored: num_steps ({num_steps}) < thin ({thin})")
+    accepted, prob = torch.zeros(position.shape[0]), [0.0]
+
+    def count(t: int, state: MHState, info: MHInfo) -> None:
+        accepted.add_(info.is_accepted.to(accepted.dtype).cpu())
+        prob[0] += float(info.acceptance_probability.mean())
+
+    draws, _, _ = run_chains(kernel, kernel.init(position), num_steps, thin=thin, generator=generator,
+                             on_step=count, progress=progress, desc=desc)
     if keep is not None:
         draws = draws[:, -keep:]
     per_chain = accepted / num_steps
     stats = {"acceptance_rate": float(per_chain.mean()),
              "acceptance_rate_per_chain": per_chain,
-             "mean_acceptance_probability": prob / num_steps}
+             "mean_acceptance_probability": prob[0] / num_steps}
     return draws, stats

@@ -12,7 +12,7 @@ Every proposal :math:`q(x' \mid x)` exposes, for chains ``x [C, d]``:
 
 Kernels (step sizes may be floats or tensors ``[C, 1]`` broadcasting over chains):
 
-- random walk (RW): :math:`q(x'\mid x) = \mathcal N(x, \sigma^2 I)`,
+- random walk (RW): :math:`q(x'\mid x) = \mathcal N(x, \sigma^2 LL^\top)` (:math:`L = I` by default),
 - Langevin / MALA: :math:`q(x'\mid x) = \mathcal N(x + h\,\tilde s(x), 2h I)` with a score callable
   :math:`\tilde s`; this is the paper's :math:`\mathcal N(x + \tfrac{\varepsilon^2}{2}\tilde s(x), \varepsilon^2 I)`
   with :math:`\varepsilon^2 = 2h`, so ULA and MALA with the same ``step_size`` ``h`` make the
@@ -59,31 +59,44 @@ def _step_per_chain(step: float | Tensor) -> float | Tensor:
 
 
 class RandomWalkProposal:
-    r"""Gaussian random walk :math:`q(x'\mid x) = \mathcal N(x, \sigma^2 I)`.
+    r"""Gaussian random walk :math:`q(x'\mid x) = \mathcal N(x, \sigma^2 LL^\top)`: :math:`x' = x + \sigma L\xi`.
 
     Arguments:
         step_size: :math:`\sigma` (float or ``[C, 1]``).
+        shape: optional lower-triangular :math:`L` ``[d, d]`` (e.g. the Cholesky factor of a
+            posterior covariance estimate); ``None``: :math:`L = I`.
     """
 
     symmetric = True
     needs_score = False
 
-    def __init__(self, step_size: float | Tensor):
+    def __init__(self, step_size: float | Tensor, shape: Tensor | None = None):
         self.step_size = _check_step(step_size, "step_size")
+        self.shape = shape
+
+    def _whiten(self, delta: Tensor) -> Tensor:
+        r""":math:`L^{-1}\delta` for rows ``delta [C, d]``."""
+        if self.shape is None:
+            return delta
+        return torch.linalg.solve_triangular(self.shape, delta.T, upper=False).T
 
     def sample(self, x: Tensor, score_x: Tensor | None = None, *,
                generator: torch.Generator | None = None) -> Tensor:
         """Proposals ``[C, d]`` around ``x [C, d]``."""
         noise = torch.randn(x.shape, generator=generator, dtype=x.dtype, device=x.device)
-        return x + self.step_size * noise
+        return x + self.step_size * (noise if self.shape is None else noise @ self.shape.T)
 
     def log_prob(self, x_to: Tensor, x_from: Tensor, score_from: Tensor | None = None) -> Tensor:
-        """:math:`-\\|x_{to} - x_{from}\\|^2 / (2\\sigma^2)`, ``[C]``."""
-        return -_sq_norm(x_to - x_from) / (2 * _step_per_chain(self.step_size) ** 2)
+        """:math:`-\\|L^{-1}(x_{to} - x_{from})\\|^2 / (2\\sigma^2)`, ``[C]``."""
+        return -_sq_norm(self._whiten(x_to - x_from)) / (2 * _step_per_chain(self.step_size) ** 2)
 
     def grads(self, x_to: Tensor, x_from: Tensor) -> tuple[Tensor, Tensor]:
-        """``(d_from, d_to)`` = :math:`((x_{to}-x_{from})/\\sigma^2, -(x_{to}-x_{from})/\\sigma^2)`."""
-        g = (x_to - x_from) / self.step_size**2
+        """``(d_from, d_to)`` = :math:`(\\Sigma^{-1}(x_{to}-x_{from})/\\sigma^2, -\\Sigma^{-1}(x_{to}-x_{from})/\\sigma^2)`,
+        :math:`\\Sigma = LL^\\top`."""
+        delta = x_to - x_from
+        if self.shape is not None:
+            delta = torch.cholesky_solve(delta.T, self.shape, upper=False).T
+        g = delta / self.step_size**2
         return g, -g
 
 

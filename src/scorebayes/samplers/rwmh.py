@@ -9,17 +9,23 @@ Chains ``u [C, k]`` live in the unconstrained space :math:`u = T^{-1}(\theta)` o
 METHODS.md V.B10). A step proposes :math:`u' = u + s\odot\varepsilon`, :math:`\varepsilon\sim N(0,I)`,
 and accepts with probability :math:`\min(1, \pi_u(u')/\pi_u(u))`.
 
-With ``adapt=True`` (default) the scale :math:`s` is tuned during burn-in only: a per-chain
-Robbins-Monro update of :math:`\log s` toward a target acceptance rate (0.44 for one parameter,
-0.234 for many), and every window the proposal shape :math:`L` from the Cholesky factor of the
-pooled covariance of the chains (Haario et al.). It is frozen afterwards, so the kept draws come from a fixed MH kernel. With
-``adapt=False`` the isotropic scale ``step_size`` is used throughout (the paper's settings:
-e.g. :math:`\sigma = 0.1` on :math:`\log\theta`).
+The step is the MH kernel of :mod:`scorebayes.samplers.mh` with a
+:class:`~scorebayes.samplers.proposals.RandomWalkProposal` :math:`u' = u + sL\varepsilon` and the
+exact rule (:class:`~scorebayes.samplers.acceptance.ExactRule`, the log target cached in the
+state), run by the driver :func:`~scorebayes.samplers.base.run_chains`. With ``adapt=True``
+(default) the scale :math:`s` is tuned during burn-in only
+(:func:`~scorebayes.samplers.step_size.random_walk_adaptation`): a per-chain Robbins-Monro update
+of :math:`\log s` toward a target acceptance rate (0.44 for one parameter, 0.234 for many), and
+every window the proposal shape :math:`L` from the Cholesky factor of the pooled covariance of
+the chains (Haario et al.). It is frozen afterwards, so the kept draws come from a fixed MH
+kernel. With ``adapt=False`` the isotropic scale ``step_size`` is used throughout (the paper's
+settings: e.g. :math:`\sigma = 0.1` on :math:`\log\theta`).
 
 References:
     | Equation of state calculations by fast computing machines (Metropolis et al., 1953)
     | An adaptive Metropolis algorithm (Haario, Saksman and Tamminen, 2001)
-    | Examples of adaptive MCMC (Roberts and Rosenthal, 2009)
+    | https://doi.org/10.2307/3318737
+    | Examples of adaptive MCMC (Roberts and Rosenthal, 2009) https://doi.org/10.1198/jcgs.2009.06134
 """
 
 from __future__ import annotations
@@ -30,12 +36,16 @@ from typing import NamedTuple
 
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from ..posterior import Posterior
 from ..priors import ParameterSpace
+from .acceptance import ExactRule
+from .base import Kernel, run_chains
+from .mh import MHInfo, MHState, build_kernel
+from .proposals import RandomWalkProposal
+from .step_size import random_walk_adaptation
 
-__all__ = ["RWMHState", "rwmh_step", "sample_rwmh"]
+__all__ = ["RWMHState", "rwmh_kernel", "rwmh_step", "sample_rwmh"]
 
 
 class RWMHState(NamedTuple):
@@ -43,6 +53,30 @@ class RWMHState(NamedTuple):
 
     u: Tensor
     log_prob: Tensor
+
+
+def _finite_or_minus_inf(log_prob_fn: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
+    def log_target(u: Tensor) -> Tensor:
+        lp = log_prob_fn(u)
+        return torch.where(torch.isfinite(lp), lp, torch.full_like(lp, -torch.inf))
+
+    return log_target
+
+
+def rwmh_kernel(log_prob_fn: Callable[[Tensor], Tensor], scale: Tensor | float,
+                chol: Tensor | None = None) -> Kernel:
+    r"""The random-walk MH kernel :math:`u' = u + s\,L\varepsilon` with the exact acceptance rule.
+
+    Arguments:
+        log_prob_fn: ``u [C, k] -> [C]``; non-finite values (outside the support) reject the move.
+        scale: proposal scale :math:`s`, a float or ``[C, 1]``.
+        chol: optional ``[k, k]`` lower-triangular shape :math:`L` of the proposal covariance.
+
+    Returns:
+        an MH :class:`~scorebayes.samplers.base.Kernel` whose states cache the log target.
+    """
+    log_target = _finite_or_minus_inf(log_prob_fn)
+    return build_kernel(RandomWalkProposal(scale, chol), ExactRule(log_target), log_density=log_target)
 
 
 def rwmh_step(state: RWMHState, log_prob_fn: Callable[[Tensor], Tensor], scale: Tensor | float, *,
@@ -58,13 +92,8 @@ def rwmh_step(state: RWMHState, log_prob_fn: Callable[[Tensor], Tensor], scale: 
     Returns:
         ``(new_state, accepted [C] bool)``.
     """
-    u, lp = state
-    noise = torch.randn(u.shape, generator=generator, dtype=u.dtype)
-    proposal = u + scale * (noise if chol is None else noise @ chol.T)
-    lp_new = log_prob_fn(proposal)
-    log_unif = torch.rand(u.shape[0], generator=generator, dtype=u.dtype).log()
-    accept = (log_unif < lp_new - lp) & torch.isfinite(lp_new)
-    return RWMHState(torch.where(accept[:, None], proposal, u), torch.where(accept, lp_new, lp)), accept
+    new, info = rwmh_kernel(log_prob_fn, scale, chol).step(MHState(state.u, None, state.log_prob), generator)
+    return RWMHState(new.position, new.log_density), info.is_accepted
 
 
 def _target_rate(k: int) -> float:
@@ -105,47 +134,37 @@ def sample_rwmh(log_prob: Callable[[Tensor], Tensor], init: Tensor, num_samples:
             lp = log_prob(to_theta(u))
             if space is not None:
                 lp = lp + space.log_abs_det_jacobian(u)
-            return torch.where(torch.isnan(lp), torch.full_like(lp, -torch.inf), lp)
+            return lp
+
+    def build(scale: Tensor, chol: Tensor) -> Kernel:
+        return rwmh_kernel(log_target, scale, chol)
 
     u0 = space.to_unconstrained(init) if space is not None else init.clone()
-    state = RWMHState(u0, log_target(u0))
-    if not bool(torch.isfinite(state.log_prob).all()):
-        raise ValueError("the target log-density is not finite at every initial point")
-    target = target_accept if target_accept is not None else _target_rate(k)
-    log_step = torch.full((c, 1), float(step_size), dtype=torch.float64).log()
+    log_scale = torch.full((c, 1), float(step_size), dtype=torch.float64).log()
+    scale = log_scale.exp()  # as the adaptation's scales: exp of the log scale
     chol = torch.eye(k, dtype=torch.float64)
-    window = max(50, burn_in // 10)
-    history: list[Tensor] = []
-    draws = torch.empty(c, num_samples, k, dtype=torch.float64)
-    accepted_kept = torch.zeros(c, dtype=torch.float64)
-    total = burn_in + num_samples * thin
+    state = build(scale, chol).init(u0)
+    if not bool(torch.isfinite(state.log_density).all()):
+        raise ValueError("the target log-density is not finite at every initial point")
     start = time.perf_counter()
-    kept = 0
-    for t in tqdm(range(total), desc="rwmh", disable=not progress, leave=False):
-        state, acc = rwmh_step(state, log_target, log_step.exp(), chol=chol, generator=generator)
-        if t < burn_in:
-            if adapt:
-                log_step += (acc.to(torch.float64)[:, None] - target) / (1 + t / 20) ** 0.6
-                history.append(state.u)
-                if len(history) == window and t < burn_in * 0.8:
-                    recent = torch.stack(history[window // 2 :]).reshape(-1, k)
-                    cov = torch.atleast_2d(torch.cov(recent.T)) * 2.38**2 / k
-                    new, bad = torch.linalg.cholesky_ex(cov + 1e-12 * torch.eye(k, dtype=torch.float64))
-                    if int(bad) == 0:
-                        # keep the overall size (log-determinant) and change only the shape
-                        ratio = (chol.diagonal().log().sum() - new.diagonal().log().sum()) / k
-                        log_step += ratio
-                        chol = new
-                    history = []
-                elif len(history) >= window:
-                    history = []
-            continue
-        accepted_kept += acc.to(torch.float64)
-        if (t - burn_in) % thin == thin - 1:
-            draws[:, kept] = to_theta(state.u)
-            kept += 1
-    rate = accepted_kept / (num_samples * thin)
+    if burn_in > 0:
+        target = target_accept if target_accept is not None else _target_rate(k)
+        tuner = random_walk_adaptation(build, log_scale, target=target, window=max(50, burn_in // 10),
+                                       shape_until=burn_in * 0.8) if adapt else None
+        _, state, warm = run_chains(build(scale, chol), state, burn_in, burn_in=burn_in, generator=generator,
+                                    adaptation=tuner, progress=progress, desc="rwmh warm-up")
+        if adapt:
+            scale, chol = warm.adaptation.log_step.exp(), warm.adaptation.chol
+    accepted = torch.zeros(c, dtype=torch.float64)
+
+    def count(t: int, state: MHState, info: MHInfo) -> None:
+        accepted.add_(info.is_accepted.to(torch.float64))
+
+    draws, _, _ = run_chains(build(scale, chol), state, num_samples * thin, thin=thin, generator=generator,
+                             on_step=count, collect=lambda s: to_theta(s.position), progress=progress,
+                             desc="rwmh")
+    rate = accepted / (num_samples * thin)
     info = {"sampler": "rwmh", "acceptance_rate": float(rate.mean()), "seconds_sampling": time.perf_counter() - start,
-            "scale": float(log_step.exp().mean()), "proposal_chol": chol.tolist(), "burn_in": burn_in,
+            "scale": float(scale.mean()), "proposal_chol": chol.tolist(), "burn_in": burn_in,
             "thin": thin}
     return Posterior(draws, names, info=info)
