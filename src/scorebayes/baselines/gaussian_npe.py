@@ -27,7 +27,7 @@ References:
 
 from __future__ import annotations
 
-import copy
+import functools
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
@@ -36,10 +36,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 from torch.distributions import Distribution, MultivariateNormal
-from tqdm.auto import tqdm
 
 from ..posterior import Posterior
 from ..priors import ParameterSpace
+from ..scores.loop import LoopSchedule, train_loop
 from ._common import (as_observed, importance_weights, kish_ess, pareto_smooth,
                       sample_in_support, seed_from, training_pairs)
 
@@ -171,31 +171,12 @@ def gaussian_npe(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=g)))
         net = GaussianDensityNetwork(s.shape[1], theta.shape[1], hidden_features, num_layers)
-    optimizer = torch.optim.AdamW(net.parameters(), lr=learning_rate, weight_decay=weight_decay)
-    step_size = len(train) if batch_size is None else batch_size
-    best, best_state, best_epoch, epoch = float("inf"), copy.deepcopy(net.state_dict()), 0, 0
-    bar = tqdm(range(max_epochs), desc="Gaussian NPE", disable=not progress, leave=False)
-    for epoch in bar:
-        net.train()
-        order = train[torch.randperm(len(train), generator=g)]
-        for b in range(0, len(order), step_size):
-            idx = order[b:b + step_size]
-            optimizer.zero_grad()
-            loss = net.nll(s_std[idx], u_std[idx])
-            loss.backward()
-            optimizer.step()
-        net.eval()
-        with torch.no_grad():
-            val_loss = float(net.nll(s_std[val], u_std[val]))
-        if val_loss < best:
-            best, best_state, best_epoch = val_loss, copy.deepcopy(net.state_dict()), epoch
-        elif epoch - best_epoch >= patience:
-            break
-        if progress and epoch % 10 == 0:
-            bar.set_postfix(val=f"{val_loss:.3f}")
-    bar.close()
-    net.load_state_dict(best_state)
-    net.eval()
+    fit = train_loop(net, lambda idx: net.nll(s_std[idx], u_std[idx]), train, validate=val,
+                     schedule=LoopSchedule(epochs=max_epochs, batch_size=batch_size, lr=learning_rate,
+                                           patience=patience),
+                     optimiser=functools.partial(torch.optim.AdamW, weight_decay=weight_decay),
+                     generator=g, keep_initial=False, checkpoint=False, progress=progress,
+                     desc="Gaussian NPE")
     with torch.no_grad():
         mean, tril = net(((s_obs - s_mean) / s_sd).float()[None])
     mean, tril = mean[0].double(), tril[0].double()
@@ -214,9 +195,9 @@ def gaussian_npe(
         "simulations": simulations,
         "num_simulations": int(num),
         "summary_dim": int(s.shape[1]),
-        "epochs": int(epoch) + 1,
-        "best_epoch": int(best_epoch) + 1,
-        "best_validation_loss": best,
+        "epochs": fit.epochs,
+        "best_epoch": fit.best_epoch,
+        "best_validation_loss": fit.best,
         "posterior_mean_unconstrained" if unconstrained else "posterior_mean":
             (u_mean + u_sd * mean).tolist(),
         "posterior_sd_unconstrained" if unconstrained else "posterior_sd":

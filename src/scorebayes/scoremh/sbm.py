@@ -34,7 +34,8 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
+
+from ..scores.loop import LoopSchedule, train_loop
 
 __all__ = [
     "negative_entropy",
@@ -175,7 +176,7 @@ def train_acceptance(
 
     Arguments:
         log_accept: e.g. ``AcceptanceNet(...).log_accept``.
-        parameters: the trainable parameters (e.g. ``net.parameters()``).
+        parameters: the trainable ``nn.Parameter`` objects (e.g. ``net.parameters()``).
         data: samples of the target ``[N, d]`` (in the coordinates the kernel will use).
         score, proposal: the score model and the proposal the kernel will use.
         n_epochs: training steps (the paper's "epochs": one batch each, Algorithm 2).
@@ -190,16 +191,25 @@ def train_acceptance(
         raise ValueError(f"pairing must be one of {PAIRINGS}, got {pairing!r}")
     if data.dim() != 2 or data.shape[0] < 2:
         raise ValueError(f"data must be [N, d] with N >= 2, got {tuple(data.shape)}")
-    optimizer = torch.optim.Adam(list(parameters), lr=lr)
-    history = []
-    for alpha in tqdm(alpha_schedule(n_epochs, alpha_start, 1.0, warmup_fraction),
-                      disable=not progress, desc="acceptance (SBM)", leave=False):
-        x, x_prop = training_pairs(data, batch_size, proposal, alpha, pairing=pairing,
+    params = list(parameters)
+    if not all(isinstance(p, torch.nn.Parameter) for p in params):
+        raise TypeError("parameters must be torch.nn.Parameter objects (e.g. net.parameters())")
+    alphas = alpha_schedule(n_epochs, alpha_start, 1.0, warmup_fraction)
+    history: list[dict[str, float]] = []
+
+    def pairs(step: int) -> list[tuple[float, Tensor, Tensor]]:  # one batch per step (Algorithm 2)
+        x, x_prop = training_pairs(data, batch_size, proposal, alphas[step], pairing=pairing,
                                    generator=generator)
-        loss, parts = sbm_loss(log_accept, x, x_prop, score=score, proposal=proposal, lam=lam,
-                               clip=clip)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        history.append({"alpha": alpha, "loss": float(loss.detach()), **parts})
+        return [(alphas[step], x, x_prop)]
+
+    def loss(batch: tuple[float, Tensor, Tensor]) -> Tensor:
+        alpha, x, x_prop = batch
+        value, parts = sbm_loss(log_accept, x, x_prop, score=score, proposal=proposal, lam=lam, clip=clip)
+        history.append({"alpha": alpha, "loss": float(value.detach()), **parts})
+        return value
+
+    # the parameters in a module of their own: the loop's view of what it trains (no checkpoints:
+    # these fits have never joined a checkpointing block's phases)
+    train_loop(torch.nn.ParameterList(params), loss, pairs, schedule=LoopSchedule(epochs=n_epochs, lr=lr),
+               checkpoint=False, progress=progress, desc="acceptance (SBM)")
     return history

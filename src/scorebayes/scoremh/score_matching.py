@@ -30,8 +30,8 @@ from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
+from ..scores.loop import LoopSchedule, train_loop
 from .score_models import NoiseConditionalScoreNet, ScoreNet
 
 __all__ = [
@@ -111,22 +111,15 @@ def _prepare(data: Tensor, standardize: bool, min_samples: int = 10) -> tuple[Te
 def _train(model: torch.nn.Module, z: Tensor, loss_fn: Callable[[Tensor], Tensor], *, epochs: int,
            batch_size: int, lr: float, generator: torch.Generator | None, progress: bool,
            desc: str) -> list[float]:
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(epochs, 1), eta_min=0.05 * lr)
-    history = []
-    for _ in tqdm(range(epochs), disable=not progress, desc=desc, leave=False):
-        perm = torch.randperm(z.shape[0], generator=generator)
-        total = 0.0
-        for start in range(0, z.shape[0], batch_size):
-            loss = loss_fn(z[perm[start:start + batch_size]])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            total += float(loss.detach())
-        schedule.step()
-        history.append(total / math.ceil(z.shape[0] / batch_size))
-    model.eval()
-    return history
+    """Adam on shuffled minibatches of ``z [N, d]``, the learning rate decaying along a cosine to
+    5% of ``lr``; no validation (the last state is kept). Returns the mean loss per epoch."""
+    def cosine(optimiser: torch.optim.Optimizer, epochs: int) -> torch.optim.lr_scheduler.LRScheduler:
+        return torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, T_max=max(epochs, 1), eta_min=0.05 * lr)
+
+    # no run-store checkpoints: these fits have never joined a checkpointing block's phases
+    return train_loop(model, loss_fn, z, schedule=LoopSchedule(epochs=epochs, batch_size=batch_size, lr=lr),
+                      scheduler=cosine, generator=generator, checkpoint=False, progress=progress,
+                      desc=desc).losses
 
 
 def fit_score(

@@ -34,7 +34,9 @@ from .losses import (
     weighted_score_matching,
 )
 
-__all__ = ["TrainingSchedule", "FitReport", "fit_score_network", "fit_mean_network", "split_indices"]
+# checkpointing is defined in .loop and exported here too, where callers have imported it from
+__all__ = ["TrainingSchedule", "FitReport", "fit_score_network", "fit_mean_network", "split_indices",
+           "checkpointing"]
 
 
 @dataclass
