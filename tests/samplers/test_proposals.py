@@ -99,3 +99,21 @@ def test_bad_step_sizes(bad):
         RandomWalkProposal(bad)
     with pytest.raises(ValueError):
         PCNProposal(1.5)
+
+
+def test_random_walk_with_a_shape_matches_the_multivariate_normal(generator):
+    L = torch.linalg.cholesky(torch.tensor([[1.0, 0.8, 0.0], [0.8, 2.0, 0.3], [0.0, 0.3, 0.5]],
+                                           dtype=torch.float64))
+    prop = RandomWalkProposal(torch.full((40, 1), 0.6, dtype=torch.float64), L)
+    x = torch.randn(40, 3, generator=generator, dtype=torch.float64)
+    xp = prop.sample(x, generator=generator)
+    ref = torch.distributions.MultivariateNormal(x, scale_tril=0.6 * L).log_prob(xp)
+    const = ref - prop.log_prob(xp, x)
+    torch.testing.assert_close(const, const[:1].expand(40))  # equal up to a position-free constant
+    x_from, x_to = x.clone().requires_grad_(True), xp.clone().requires_grad_(True)
+    d_from, d_to = torch.autograd.grad(prop.log_prob(x_to, x_from).sum(), (x_from, x_to))
+    got_from, got_to = prop.grads(xp, x)
+    torch.testing.assert_close(got_from, d_from)
+    torch.testing.assert_close(got_to, d_to)
+    steps = RandomWalkProposal(1.0, L).sample(torch.zeros(20000, 3, dtype=torch.float64), generator=generator)
+    torch.testing.assert_close(steps.T.cov(), L @ L.T, atol=0.06, rtol=0.0)
