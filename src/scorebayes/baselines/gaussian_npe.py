@@ -39,6 +39,7 @@ from torch.distributions import Distribution, MultivariateNormal
 
 from ..posterior import Posterior
 from ..priors import ParameterSpace
+from ..scores.layers import mlp
 from ..scores.loop import LoopSchedule, train_loop
 from ._common import (as_observed, importance_weights, kish_ess, pareto_smooth,
                       sample_in_support, seed_from, training_pairs)
@@ -58,13 +59,7 @@ class GaussianDensityNetwork(nn.Module):
 
     def __init__(self, in_features: int, dim: int, hidden_features: int = 32, num_layers: int = 3):
         super().__init__()
-        layers: list[nn.Module] = []
-        width = in_features
-        for _ in range(num_layers):
-            layers += [nn.Linear(width, hidden_features), nn.ReLU()]
-            width = hidden_features
-        layers.append(nn.Linear(width, dim + dim * (dim + 1) // 2))
-        self.net = nn.Sequential(*layers)
+        self.net = mlp([in_features, *[hidden_features] * num_layers, dim + dim * (dim + 1) // 2], nn.ReLU)
         self.dim = dim
         self.register_buffer("tril_index", torch.tril_indices(dim, dim), persistent=False)
 

@@ -1,6 +1,6 @@
-r"""Score matching of a target known through samples: losses and training loops.
+r"""Score matching of a target known through samples: the fits.
 
-On (standardised) samples :math:`z \sim p`, for a score model :math:`s`:
+The losses are those of :mod:`scorebayes.scores.losses` (re-exported here). On (standardised) samples :math:`z \sim p`, for a score model :math:`s`:
 
 - implicit (ISM, exact trace): :math:`\mathbb E[\tfrac12\|s(z)\|^2 + \operatorname{tr}\nabla_z s(z)]`,
   the trace by ``d`` exact backward passes (cheap for small ``d``);
@@ -32,6 +32,7 @@ import torch
 from torch import Tensor
 
 from ..scores.loop import LoopSchedule, train_loop
+from ..scores.losses import dsm_loss, ism_loss, noise_conditional_dsm_loss, ssm_loss
 from .score_models import NoiseConditionalScoreNet, ScoreNet
 
 __all__ = [
@@ -46,45 +47,6 @@ __all__ = [
 ]
 
 SCORE_METHODS = ("ism", "ssm", "dsm")
-
-
-def ism_loss(score: Callable[[Tensor], Tensor], z: Tensor) -> Tensor:
-    r"""Implicit score matching with the exact trace of the Jacobian; ``z [B, d]`` -> scalar."""
-    z = z.detach().requires_grad_(True)
-    s = score(z)
-    trace = torch.zeros(z.shape[0], dtype=s.dtype, device=s.device)
-    for k in range(z.shape[1]):
-        (g,) = torch.autograd.grad(s[:, k].sum(), z, create_graph=True)
-        trace = trace + g[:, k]
-    return (0.5 * (s * s).sum(-1) + trace).mean()
-
-
-def ssm_loss(score: Callable[[Tensor], Tensor], z: Tensor, *,
-             generator: torch.Generator | None = None) -> Tensor:
-    r"""Sliced score matching (variance-reduced, one Gaussian projection per point); scalar."""
-    z = z.detach().requires_grad_(True)
-    s = score(z)
-    v = torch.randn(z.shape, generator=generator, dtype=z.dtype, device=z.device)
-    (g,) = torch.autograd.grad((s * v).sum(), z, create_graph=True)
-    return (0.5 * (s * s).sum(-1) + (g * v).sum(-1)).mean()
-
-
-def dsm_loss(score: Callable[[Tensor], Tensor], z: Tensor, sigma: float, *,
-             generator: torch.Generator | None = None) -> Tensor:
-    r"""Denoising score matching at noise ``sigma``, scaled by :math:`\sigma^2`; scalar."""
-    eps = torch.randn(z.shape, generator=generator, dtype=z.dtype, device=z.device)
-    s = score(z + sigma * eps)
-    return ((sigma * s + eps) ** 2).sum(-1).mean()
-
-
-def noise_conditional_dsm_loss(score: Callable[[Tensor, Tensor], Tensor], z: Tensor,
-                               sigmas: Tensor, *, generator: torch.Generator | None = None) -> Tensor:
-    r"""DSM over levels drawn uniformly from ``sigmas [L]``, weighted by :math:`\sigma^2`; scalar."""
-    idx = torch.randint(0, len(sigmas), (z.shape[0],), generator=generator)
-    sigma = sigmas.to(z)[idx]
-    eps = torch.randn(z.shape, generator=generator, dtype=z.dtype, device=z.device)
-    s = score(z + sigma[:, None] * eps, sigma)
-    return ((sigma[:, None] * s + eps) ** 2).sum(-1).mean()
 
 
 def geometric_noise_levels(sigma_max: float, sigma_min: float, num: int) -> Tensor:

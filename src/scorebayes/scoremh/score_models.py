@@ -2,7 +2,8 @@ r"""Score networks for a target known through samples, with recorded standardisa
 
 The network works on standardised coordinates :math:`z = (x - m)/c` (``m``, ``c`` are buffers
 recorded from the training data, or 0 and 1); the score in the original space is undone
-by the chain rule, :math:`\nabla_x\log p(x) = \tilde s_z(z) / c`.
+by the chain rule, :math:`\nabla_x\log p(x) = \tilde s_z(z) / c`. The layers and the
+standardiser are those of the likelihood-score networks (:mod:`scorebayes.scores.layers`).
 
 - :class:`ScoreNet`: MLP :math:`d \to h \to h \to d` with Softplus (paper App. D; depth configurable).
 - :class:`NoiseConditionalScoreNet`: :math:`\tilde s(x, \sigma) = \mathrm{MLP}([z, \log\sigma])/\sigma`
@@ -20,34 +21,45 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from ..scores.layers import Standardiser, mlp
+
 __all__ = ["ScoreNet", "NoiseConditionalScoreNet", "softplus_mlp"]
 
 
 def softplus_mlp(d_in: int, d_out: int, hidden: int, num_hidden: int = 2) -> nn.Sequential:
-    """``d_in -> hidden (x num_hidden, Softplus) -> d_out`` (no output activation)."""
-    layers: list[nn.Module] = []
-    width = d_in
-    for _ in range(num_hidden):
-        layers += [nn.Linear(width, hidden), nn.Softplus()]
-        width = hidden
-    layers.append(nn.Linear(width, d_out))
-    return nn.Sequential(*layers)
+    """``d_in -> hidden (x num_hidden, Softplus) -> d_out`` (no output activation):
+    :func:`scorebayes.scores.layers.mlp` with widths ``(d_in, hidden, ..., hidden, d_out)``."""
+    return mlp([d_in, *[hidden] * num_hidden, d_out], nn.Softplus)
+
+
+def _renamed_buffers(state: dict, prefix: str, *args) -> None:
+    """Load state dicts saved with the buffers at the top (``loc``, ``scale``) into ``norm``."""
+    for old, new in (("loc", "norm.shift"), ("scale", "norm.scale")):
+        if prefix + old in state and prefix + new not in state:
+            state[prefix + new] = state.pop(prefix + old)
 
 
 class _Standardised(nn.Module):
-    """Holds the recorded standardisation ``loc [d]``, ``scale [d]`` (buffers)."""
+    """Holds the recorded standardisation ``loc [d]``, ``scale [d]`` (a
+    :class:`~scorebayes.scores.layers.Standardiser`, ``norm``)."""
 
     def __init__(self, dim: int, loc: Tensor | None, scale: Tensor | None):
         super().__init__()
-        loc = torch.zeros(dim) if loc is None else torch.as_tensor(loc).reshape(dim)
-        scale = torch.ones(dim) if scale is None else torch.as_tensor(scale).reshape(dim)
-        if not torch.all(scale > 0):
-            raise ValueError("standardisation scale must be positive (a constant data column?)")
-        self.register_buffer("loc", loc.to(torch.get_default_dtype()))
-        self.register_buffer("scale", scale.to(torch.get_default_dtype()))
+        self.norm = Standardiser(dim, loc, scale)
+        self._register_load_state_dict_pre_hook(_renamed_buffers)
+
+    @property
+    def loc(self) -> Tensor:
+        """:math:`m`, ``[d]``."""
+        return self.norm.shift
+
+    @property
+    def scale(self) -> Tensor:
+        """:math:`c`, ``[d]``."""
+        return self.norm.scale
 
     def standardize(self, x: Tensor) -> Tensor:
-        """:math:`z = (x - m)/c`, ``[..., d]``."""
+        """:math:`z = (x - m)/c`, ``[..., d]`` (in ``x``'s dtype)."""
         return (x - self.loc.to(x)) / self.scale.to(x)
 
     def unstandardize(self, z: Tensor) -> Tensor:

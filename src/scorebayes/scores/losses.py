@@ -25,10 +25,21 @@ Debiasing regression (eq. 25) for :math:`h_\psi` with targets :math:`\bar s_l`:
 
 or App. B.5 alternative 1: :math:`\lambda_2\|h h^\top + \nabla h\|_F^2`.
 
+For a target known through samples :math:`z_b \sim p` (score-based Metropolis-Hastings) the same
+implicit objective without a base density, :func:`ism_loss`, and its sliced (:func:`ssm_loss`)
+and denoising (:func:`dsm_loss`, :func:`noise_conditional_dsm_loss`) variants fit :math:`s \approx
+\nabla\log p`.
+
 References:
     | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
     | https://arxiv.org/abs/2509.03853 (Algorithms 2-3, eqs. 4, 19, 23-25, App. B.5)
     | Generalized score matching for non-negative data (Yu et al., 2019)
+    | Estimation of non-normalized statistical models by score matching (Hyvarinen, 2005)
+    | https://jmlr.org/papers/v6/hyvarinen05a.html
+    | Sliced Score Matching (Song et al., 2019), https://arxiv.org/abs/1905.07088
+    | A Connection Between Score Matching and Denoising Autoencoders (Vincent, 2011)
+    | Generative Modeling by Estimating Gradients of the Data Distribution (Song and Ermon, 2019)
+    | https://arxiv.org/abs/1907.05600
 """
 
 from __future__ import annotations
@@ -48,6 +59,10 @@ __all__ = [
     "mean_regression_loss",
     "jacobian",
     "weight_and_diagonal_gradient",
+    "ism_loss",
+    "ssm_loss",
+    "dsm_loss",
+    "noise_conditional_dsm_loss",
 ]
 
 
@@ -97,14 +112,18 @@ def evaluate_score(net: nn.Module, theta: Tensor, x: Tensor, *, create_graph: bo
     return ScoreEvaluation(per_obs, total, jacobian(total, leaf, create_graph=create_graph))
 
 
-def implicit_score_matching(total: Tensor, jac: Tensor, grad_log_p: Tensor) -> Tensor:
+def implicit_score_matching(total: Tensor, jac: Tensor, grad_log_p: Tensor | None) -> Tensor:
     r"""Per-row implicit score-matching objective ``[B]`` (eq. 4).
 
     Arguments:
         total: :math:`S` ``[B, d]``; jac: :math:`\nabla_\theta S` ``[B, d, d]``;
-        grad_log_p: :math:`\nabla\log p_{\text{train}}(\theta)` ``[B, d]``.
+        grad_log_p: :math:`\nabla\log p_{\text{train}}(\theta)` ``[B, d]``; ``None`` for the
+            score of the density the rows are drawn from (Hyvarinen's objective
+            :math:`\tfrac12\|S\|^2 + \operatorname{tr} J`, as in :func:`ism_loss`).
     """
     trace = torch.diagonal(jac, dim1=-2, dim2=-1).sum(-1)
+    if grad_log_p is None:
+        return 0.5 * (total**2).sum(-1) + trace
     return 0.5 * (total**2).sum(-1) + (total * grad_log_p).sum(-1) + trace
 
 
@@ -162,3 +181,43 @@ def weight_and_diagonal_gradient(weight_fn: Callable[[Tensor, Tensor], Tensor], 
         g = weight_fn(leaf, x)
         diag = torch.diagonal(jacobian(g, leaf, create_graph=False), dim1=-2, dim2=-1)
     return g.detach(), diag.detach()
+
+
+def ism_loss(score: Callable[[Tensor], Tensor], z: Tensor) -> Tensor:
+    r"""Implicit score matching of samples ``z [B, d]`` with the exact trace, a scalar:
+    :math:`\frac1B\sum_b [\tfrac12\|s(z_b)\|^2 + \operatorname{tr}\nabla_z s(z_b)]`
+    (:func:`implicit_score_matching` without a base density; ``d`` backward passes)."""
+    z = z.detach().requires_grad_(True)
+    s = score(z)
+    return implicit_score_matching(s, jacobian(s, z), None).mean()
+
+
+def ssm_loss(score: Callable[[Tensor], Tensor], z: Tensor, *,
+             generator: torch.Generator | None = None) -> Tensor:
+    r"""Sliced score matching (variance-reduced, one projection :math:`v \sim \mathcal N(0, I)` per
+    point): :math:`\frac1B\sum_b [\tfrac12\|s(z_b)\|^2 + v_b^\top\nabla_z s(z_b)\,v_b]`; scalar."""
+    z = z.detach().requires_grad_(True)
+    s = score(z)
+    v = torch.randn(z.shape, generator=generator, dtype=z.dtype, device=z.device)
+    (g,) = torch.autograd.grad((s * v).sum(), z, create_graph=True)
+    return (0.5 * (s * s).sum(-1) + (g * v).sum(-1)).mean()
+
+
+def dsm_loss(score: Callable[[Tensor], Tensor], z: Tensor, sigma: float, *,
+             generator: torch.Generator | None = None) -> Tensor:
+    r"""Denoising score matching at noise ``sigma``, scaled by :math:`\sigma^2`:
+    :math:`\frac1B\sum_b \|\sigma s(z_b + \sigma\epsilon_b) + \epsilon_b\|^2`; scalar."""
+    eps = torch.randn(z.shape, generator=generator, dtype=z.dtype, device=z.device)
+    s = score(z + sigma * eps)
+    return ((sigma * s + eps) ** 2).sum(-1).mean()
+
+
+def noise_conditional_dsm_loss(score: Callable[[Tensor, Tensor], Tensor], z: Tensor,
+                               sigmas: Tensor, *, generator: torch.Generator | None = None) -> Tensor:
+    r"""DSM over levels drawn uniformly from ``sigmas [L]``, weighted by :math:`\sigma^2`; scalar.
+    ``score(z [B, d], sigma [B]) -> [B, d]``."""
+    idx = torch.randint(0, len(sigmas), (z.shape[0],), generator=generator)
+    sigma = sigmas.to(z)[idx]
+    eps = torch.randn(z.shape, generator=generator, dtype=z.dtype, device=z.device)
+    s = score(z + sigma[:, None] * eps, sigma)
+    return ((sigma[:, None] * s + eps) ** 2).sum(-1).mean()
