@@ -157,6 +157,36 @@ def _scheduler(schedule: LoopSchedule, optimiser: torch.optim.Optimizer,
     return scheduler(optimiser, schedule.epochs) if scheduler is not None else None
 
 
+def _run_epoch(module: nn.Module, opt: torch.optim.Optimizer,
+               loss: Callable[[Any], Tensor | Iterable[Tensor]], batches: list[Any]) -> float:
+    """One optimiser step per minibatch; returns the mean training loss over the minibatches."""
+    module.train()
+    total = 0.0
+    for batch in batches:
+        opt.zero_grad(set_to_none=True)
+        value = 0.0
+        for part in _parts(loss(batch)):
+            if not torch.isfinite(part):
+                raise FloatingPointError("non-finite training loss: lower the learning rate or check "
+                                         "the training data for extreme values")
+            part.backward()
+            value += float(part.detach())
+        opt.step()
+        total += value
+    return total / max(1, len(batches))
+
+
+def _restore(state: dict[str, Any], module: nn.Module, opt: torch.optim.Optimizer, sched: Any,
+             generator: torch.Generator | None) -> None:
+    """Load a checkpoint's network, optimiser, learning-rate schedule and generator states."""
+    module.load_state_dict(state["net"])
+    opt.load_state_dict(state["optimiser"])
+    if sched is not None:
+        sched.load_state_dict(state["scheduler"])
+    if generator is not None:
+        generator.set_state(state["generator"])
+
+
 def train_loop(
     module: nn.Module,
     loss: Callable[[Any], Tensor | Iterable[Tensor]],
@@ -216,12 +246,7 @@ def train_loop(
     history: list[float] = []
     losses: list[float] = []
     if state is not None:  # resume this phase after its last completed epoch
-        module.load_state_dict(state["net"])
-        opt.load_state_dict(state["optimiser"])
-        if sched is not None:
-            sched.load_state_dict(state["scheduler"])
-        if generator is not None:
-            generator.set_state(state["generator"])
+        _restore(state, module, opt, sched, generator)
         best, best_state = float(state["best"]), state["best_state"]
         best_epoch = int(state.get("best_epoch", 0))
         since, done, first = int(state["since"]), int(state["done"]), int(state["epoch"]) + 1
@@ -240,24 +265,10 @@ def train_loop(
         for epoch in range(first, epochs):
             batches = shuffled_minibatches(data, schedule.batch_size, generator) \
                 if isinstance(data, Tensor) else list(data(epoch))
-            module.train()
-            total = 0.0
-            for batch in batches:
-                opt.zero_grad(set_to_none=True)
-                value = 0.0
-                for part in _parts(loss(batch)):
-                    if not torch.isfinite(part):
-                        raise FloatingPointError(
-                            "non-finite training loss: lower the learning rate or check the "
-                            "training data for extreme values")
-                    part.backward()
-                    value += float(part.detach())
-                opt.step()
-                total += value
+            losses.append(_run_epoch(module, opt, loss, batches))
             if sched is not None:
                 sched.step()
             done += 1
-            losses.append(total / max(1, len(batches)))
             last = losses[-1]
             if validate is not None:
                 last = _validation_loss(validate, module, loss)
