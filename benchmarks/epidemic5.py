@@ -167,7 +167,7 @@ def n_estimator(model, s: dict, localization: dict, seed: int, *, localize: bool
     spread = s.get("spread") or False
     views = (model.score_views(spread=spread) if views is True
              else model.score_views(see_all=views, spread=spread)) if views else None
-    return ScoreLangevin(
+    return ScoreLangevin.from_options(
         model.prior, model.simulator, mode="full", localize=localize, localization=localization,
         num_simulations=s["N"], hidden=s.get("hidden", (512, 256, 128)), activation="elu",
         score_views=views, data_features=model.floor_spread if spread else None,
@@ -468,7 +468,7 @@ def main(name: str = "epidemic5", *, paper: dict | None = None, small: dict = SM
     notes = [
         "Cost unit: one simulated summary matrix S (T = 52 rows). n-model, ABC, NPE: N; BSL: chains x "
         "length x simulations per iteration; localization reported separately.",
-        "n-model = ScoreLangevin(mode='full'): the paper's full-data score network on vec(S).",
+        "n-model = ScoreLangevin.from_options(mode='full'): the paper's full-data score network on vec(S).",
         "The paper's NPE row is Chatha et al.'s Gaussian NPE (our 'gaussian-npe'); 'npe' is the MAF of sbi.",
         *([f"{PAPER_TRAINING}: the n-model at the paper's training scale (N = {pt['N']:,} summary matrices, "
            f"{pt['epochs']} epochs, batch {pt['batch']}: the paper's cost "

@@ -197,7 +197,7 @@ def single_estimator(model, s: dict, seed: int, store=None) -> ScoreLangevin:
     ``activation``, ``network_coordinates`` or ``data_features``: a name in :data:`DATA_FEATURES`
     or a function). ``store``: a run store, in which the fit checkpoints and resumes."""
     features = _data_features(s)
-    return ScoreLangevin(
+    return ScoreLangevin.from_options(
         model.prior, model.simulator, mode="single", localize=s["localize"], localization=LOCALIZATION,
         num_simulations=s["N"], num_groups=s["N_R"], group_size=s["m_R"], hidden=s.get("hidden", (64,)),
         activation=s.get("activation", "tanh"),
@@ -217,7 +217,7 @@ def n_estimator(model, s: dict, seed: int, store=None) -> ScoreLangevin:
     ``s`` (the paper's 1x64 tanh net in u on the raw observations unless ``s`` names ``hidden``,
     ``activation``, ``network_coordinates`` or ``data_features``, as :func:`single_estimator`).
     ``store``: a run store, in which the fit checkpoints and resumes."""
-    return ScoreLangevin(
+    return ScoreLangevin.from_options(
         model.prior, model.simulator, mode="n", localize=s["localize"], localization=LOCALIZATION,
         num_simulations=s["N"], hidden=s.get("hidden", (64,)), activation=s.get("activation", "tanh"),
         schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=0, batch_size=s["batch"],
@@ -272,7 +272,7 @@ def mh_corrected_fit(model, s: dict, seed: int, store, x_obs) -> common.MethodRe
     est = estimator(model, s, seed, store).fit(x_obs)
     ula = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
     if not s.get("mh_support_cut", True):
-        est.support_fn = None  # the MH chains' box: the trained region only (chain_box())
+        est.likelihood_.support_fn = None  # the MH chains' box: the trained region only (chain_box())
     post = mh_correct(est, s["samples"], chains=ula.samples.shape[0], init=ula, acceptance="quadrature",
                       num_nodes=s["mh_nodes"], jump_every=s["mh_jump_every"], jump_beta=s["mh_jump_beta"],
                       jump_nodes=s["mh_jump_nodes"], max_steps=s["mh_steps"])

@@ -77,7 +77,7 @@ if __name__ == "__main__":
     truth = model.to_reported(model.true_parameters).numpy()
     rows = {"fitted h (paper)": summary(model, est.sample(s["samples"], chains=s["chains"],
                                                           max_steps=s["max_steps"]), truth)}
-    est.mean_net_ = MonteCarloDebias(est, args.num, args.seed)
+    est.likelihood_.mean_net = MonteCarloDebias(est, args.num, args.seed)
     rows[f"Monte Carlo h, M = {args.num}"] = summary(
         model, est.sample(s["samples"], chains=s["chains"], max_steps=10_000), truth)
     md = ["| h | widths (theta1, theta2, theta3) | covers | mean | draws at the region's edge |", "|---|---|---|---|---|"]

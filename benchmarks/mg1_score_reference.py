@@ -129,7 +129,7 @@ def net_row(model, ref: dict, N: int, hidden: tuple, activation: str, seed: int)
     map_reported = torch.autograd.functional.jacobian(
         lambda u: model.to_reported(est.space.to_constrained(u)), u_star)
     for c in range(est.noise_draws):
-        x_copy = est._noisy(est.x_obs_, "observed", c)
+        x_copy = est.likelihood_.smoothing(est.x_obs_, "observed", c)
         H = -torch.autograd.functional.jacobian(lambda u: est.likelihood_score(u[None], x_copy)[0], u_star)
         H = 0.5 * (H + H.T)
         if bool((torch.linalg.eigvalsh(H) > 0).all()):
@@ -148,7 +148,7 @@ LINES = [("theta1", 0, [1.0, 0.85, 0.7, 0.55]), ("theta2 - theta1", 1, [4.0, 4.5
 def field(model, estimators: dict, seed: int, particles: int, num_mc: int = 20_000) -> dict:
     """Summed score component along each line: reference (+- SE) and each net's, MC-debiased."""
     est0 = next(iter(estimators.values()))
-    x_tilde = est0._noisy(est0.x_obs_, "observed", 0).double()  # every net shares rep 0's seed and data
+    x_tilde = est0.likelihood_.smoothing(est0.x_obs_, "observed", 0).double()  # every net shares rep 0's seed and data
     g = torch.Generator().manual_seed(seed)
     latents = model.simulator.latent(1, num_mc, g)
     noise = NOISE_SD * torch.randn(1, num_mc, 5, generator=g, dtype=torch.float64)

@@ -231,7 +231,7 @@ def score_model(model, cfg: dict, *, mode: str = "single", localize: bool = True
                   localization=dict(cfg["localization"]), parameter_names=model.parameter_names)
     if mode == "single":
         s = cfg["single"]
-        return ScoreLangevin(
+        return ScoreLangevin.from_options(
             model.prior, model.simulator, mode="single", num_simulations=s["N"], num_groups=s["N_R"],
             group_size=s["m_R"], debias=debias, curvature_penalties=(curvature,),
             mean_penalties=(mean_penalty,), proposal_inflation=SINGLE_OPTIONS["proposal_inflation"],
@@ -246,7 +246,7 @@ def score_model(model, cfg: dict, *, mode: str = "single", localize: bool = True
         s["N"] = cfg["n5x"]["N"]
         s["epochs"] = max(1, s["epochs"] // cfg["n5x"]["epoch_divisor"])
         s["penalty_epochs"] = max(1, s["penalty_epochs"] // cfg["n5x"]["epoch_divisor"])
-    return ScoreLangevin(
+    return ScoreLangevin.from_options(
         model.prior, model.simulator, mode="n", num_simulations=s["N"], curvature_penalties=(curvature,),
         proposal_inflation=SINGLE_OPTIONS["proposal_inflation"],
         schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=s["penalty_epochs"],
@@ -443,7 +443,7 @@ def score_diagnosis(model, sl: ScoreLangevin, ref: Posterior, x_obs, num: int = 
     cov = torch.cov(u.T)
     out = {"true_norm2": float((true ** 2).sum(1).mean())}
     with torch.no_grad():
-        view = sl._observations(torch.as_tensor(x_obs)).float()  # with any data_features appended
+        view = sl.view.observed(torch.as_tensor(x_obs)).float()  # with any data_features appended
         raw = sl.score_net_.sum_over_observations(u.float(), view).double()
         variants = {"debiased": sl.likelihood_score(u), "raw": raw}
     for key, est in variants.items():

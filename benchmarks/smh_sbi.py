@@ -70,7 +70,7 @@ def fit_monotone(model, x_obs, *, full: bool, seed: int, refit: bool, progress: 
                   schedule=TrainingSchedule(epochs=60, penalty_epochs=10),
                   mean_schedule=TrainingSchedule(epochs=60, penalty_epochs=10, batch_size=32),
                   localization={"replicates": 20, "iterations": 200}))
-    est = ScoreLangevin(model.prior, model.simulator, curvature_penalties=(1e-3,), mean_penalties=(1e-3,),
+    est = ScoreLangevin.from_options(model.prior, model.simulator, curvature_penalties=(1e-3,), mean_penalties=(1e-3,),
                         parameter_names=model.parameter_names, seed=seed, progress=progress, **sizes)
     if cache.exists() and not refit:
         try:
@@ -360,7 +360,7 @@ def bimodal_study(args, log) -> dict:
     x_obs = sim(torch.tensor([[theta_star]], dtype=torch.float64), n, torch.Generator().manual_seed(args.seed + 5))[0]
     t, cdf = exact_bimodal(x_obs, prior_mean)
     exact_weight = float(1 - np.interp(0.0, t, cdf))
-    est = ScoreLangevin(independent([Normal(prior_mean, 1.0)]), sim, localize=False,
+    est = ScoreLangevin.from_options(independent([Normal(prior_mean, 1.0)]), sim, localize=False,
                         num_simulations=100_000 if args.full else 20_000, num_groups=1000, group_size=100,
                         schedule=TrainingSchedule(epochs=60, penalty_epochs=10),
                         mean_schedule=TrainingSchedule(epochs=60, penalty_epochs=10, batch_size=32),

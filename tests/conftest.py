@@ -8,6 +8,8 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 import pytest
 import torch
 
+from scorebayes.sbi import LearnedLikelihoodScore
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 torch.set_num_threads(1)
@@ -31,6 +33,20 @@ def load_benchmark():
     return load
 
 
+class KnownLikelihoodScore(LearnedLikelihoodScore):
+    """A fitted likelihood score whose values come from a known ``score(u, x, compiled)``, on the
+    trained ``region``; a test swaps the function with ``est.likelihood_.score = ...``."""
+
+    def __init__(self, fitted: LearnedLikelihoodScore, score, region):
+        super().__init__(fitted.space, fitted.view, fitted.score_net, fitted.mean_net, fitted.x_obs,
+                         training_region=region, support_fn=fitted.support_fn, smoothing=fitted.smoothing,
+                         device=fitted.device)
+        self.score = score
+
+    def __call__(self, u, x_obs=None, *, compiled=False):
+        return self.score(u, x_obs, compiled)
+
+
 @pytest.fixture
 def known_score_estimator():
     r"""``make(precision [2, 2], m [2])``: a fitted 2-parameter ``ScoreLangevin`` (prior N(0, 3^2 I))
@@ -48,12 +64,12 @@ def known_score_estimator():
         def simulate(th, n, g):
             return th[:, None, :] + torch.randn(len(th), n, 2, generator=g, dtype=th.dtype)
 
-        est = ScoreLangevin(prior, simulate, mode="n", localize=False, num_simulations=16, progress=False,
+        est = ScoreLangevin.from_options(prior, simulate, mode="n", localize=False, num_simulations=16, progress=False,
                             schedule=TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=8))
         est.fit(torch.zeros(3, 2))
-        est.likelihood_score = lambda u, x=None, compiled=False: -(u - m) @ precision
-        est.training_region_ = (torch.full((2,), -50.0, dtype=torch.float64),
-                                torch.full((2,), 50.0, dtype=torch.float64))
+        region = (torch.full((2,), -50.0, dtype=torch.float64), torch.full((2,), 50.0, dtype=torch.float64))
+        est.likelihood_ = KnownLikelihoodScore(est.likelihood_, lambda u, x=None, compiled=False: -(u - m) @ precision,
+                                               region)
         return est
     return make
 
@@ -61,7 +77,7 @@ def known_score_estimator():
 @pytest.fixture
 def langevin_spy(monkeypatch):
     """Records the ``init`` and keyword arguments of ``sbi.run_langevin``'s last call."""
-    import scorebayes.sbi as sbi_module
+    import scorebayes.sbi.sampling as sbi_module
 
     seen = {}
     real = sbi_module.run_langevin

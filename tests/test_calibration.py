@@ -17,7 +17,7 @@ from torch import nn
 from scorebayes.calibration import calibrate
 from scorebayes.models import get_model
 from scorebayes.parallel import make_generator
-from scorebayes.sbi import ScoreLangevin
+from scorebayes.sbi import DataSmoothing, ScoreLangevin
 from scorebayes.scores.networks import CoordinateViewScoreNet, ScoreNet
 from scorebayes.scores.training import TrainingSchedule
 
@@ -42,7 +42,7 @@ def fitted():
     model = get_model("gaussian_mean")
     model.n_obs = 20
     x_obs = model.observed(make_generator(11, "calibration"))
-    est = ScoreLangevin(model.prior, model.simulator, mode="n", num_simulations=400, seed=3, progress=False,
+    est = ScoreLangevin.from_options(model.prior, model.simulator, mode="n", num_simulations=400, seed=3, progress=False,
                         localization={"replicates": 30, "iterations": 150},
                         schedule=TrainingSchedule(epochs=60, penalty_epochs=10, batch_size=16, patience=15),
                         curvature_penalties=(0.0, 1e-2), parameter_names=model.parameter_names)
@@ -50,18 +50,18 @@ def fitted():
 
 
 def _with_score(est, net):
-    est.score_net_ = net
+    est.likelihood_.score_net = net
     return est
 
 
 def test_the_exact_score_is_calibrated(fitted):
     model, est = fitted
-    learned = est.score_net_
+    learned = est.likelihood_.score_net
     try:
         cal = calibrate(_with_score(est, _ExactGaussianScore(model.sigma)), M, chains=10,
                         draws_per_chain=10, burn_in=100, thin=5, progress=False)
     finally:
-        est.score_net_ = learned
+        est.likelihood_.score_net = learned
     se = math.sqrt(0.95 * 0.05 / M)
     assert ((cal.coverage() - 0.95).abs() < 3.5 * se).all(), cal.summary()
     assert (cal.mean_z().abs() < 3.5 / math.sqrt(M)).all(), cal.summary()  # sd of z is about 1
@@ -76,12 +76,12 @@ def test_the_exact_score_is_calibrated(fitted):
 @pytest.mark.parametrize("scale, shift, broken", [(3.0, 0.0, "coverage"), (1.0, 5.0, "mean_z")])
 def test_a_wrong_score_fails_the_check(fitted, scale, shift, broken):
     model, est = fitted
-    learned = est.score_net_
+    learned = est.likelihood_.score_net
     try:
         cal = calibrate(_with_score(est, _ExactGaussianScore(model.sigma, scale, shift)), M, chains=10,
                         draws_per_chain=10, burn_in=100, thin=5, progress=False)
     finally:
-        est.score_net_ = learned
+        est.likelihood_.score_net = learned
     if broken == "coverage":  # sqrt(3) too narrow: P(|z| < 1.96/sqrt(3)) = 0.74
         assert (cal.coverage() < 0.85).all(), cal.summary()
     else:  # the posterior mean moves by shift * v = 5/20 = 0.25 = 1.1 posterior sds
@@ -90,13 +90,13 @@ def test_a_wrong_score_fails_the_check(fitted, scale, shift, broken):
 
 def test_at_a_parameter_draws_every_data_set_there_under_the_model_prior(fitted):
     model, est = fitted
-    learned = est.score_net_
+    learned = est.likelihood_.score_net
     at = model.true_parameters  # inside the trained region (the chains stay in it)
     try:
         cal = calibrate(_with_score(est, _ExactGaussianScore(model.sigma)), 100, at=at, chains=10,
                         draws_per_chain=4, burn_in=100, thin=5, progress=False)
     finally:
-        est.score_net_ = learned
+        est.likelihood_.score_net = learned
     assert torch.equal(cal.theta, at.expand(100, 2))
     assert cal.settings["prior"] == "PriorSampler" and cal.settings["at"] == at.tolist()
     # a N(0, 3^2) prior against n = 20 unit-variance observations: the interval's frequentist
@@ -112,14 +112,14 @@ def test_given_data_sets_replace_the_simulated_ones(fitted):
     # ``at`` itself would give a mean z near 0 (test above); z's sd comes from 40 draws a data
     # set, so its mean runs above 4.4
     model, est = fitted
-    learned = est.score_net_
+    learned = est.likelihood_.score_net
     at = model.true_parameters
     data = model.simulator((at + 1.0).expand(50, 2).clone(), model.n_obs, make_generator(5, "given-data"))
     try:
         cal = calibrate(_with_score(est, _ExactGaussianScore(model.sigma)), 50, at=at, data=data, chains=10,
                         draws_per_chain=4, burn_in=100, thin=5, progress=False)
     finally:
-        est.score_net_ = learned
+        est.likelihood_.score_net = learned
     assert cal.settings["data"] == "given" and torch.equal(cal.theta, at.expand(50, 2))
     exact = data.sum(1) / (model.n_obs + 1 / 9)  # [50, 2]
     assert (cal.mean_z() > 3.5).all() and (cal.coverage() < 0.1).all(), cal.summary()
@@ -137,14 +137,14 @@ def test_at_one_parameter_per_data_set(fitted):
     # a region of parameters (here 0.3 around the truth): frequentist coverage holds at each, so
     # over the region too; the draws come back per data set
     model, est = fitted
-    learned = est.score_net_
+    learned = est.likelihood_.score_net
     g = torch.Generator().manual_seed(4)
     at = model.true_parameters + 0.3 * torch.randn(100, 2, generator=g, dtype=torch.float64)
     try:
         cal = calibrate(_with_score(est, _ExactGaussianScore(model.sigma)), 100, at=at, chains=10,
                         draws_per_chain=4, burn_in=100, thin=5, progress=False)
     finally:
-        est.score_net_ = learned
+        est.likelihood_.score_net = learned
     assert torch.equal(cal.theta, at) and cal.settings["at"] == "per data set"
     assert cal.draws.shape == (100, 40, 2)
     # the ranks are those of theta among the returned draws
@@ -197,7 +197,7 @@ def test_bad_arguments_are_refused_before_any_simulation(fitted, kwargs, error, 
 def test_an_unfitted_estimator_is_refused():
     model = get_model("gaussian_mean")
     with pytest.raises(RuntimeError, match="fit"):
-        calibrate(ScoreLangevin(model.prior, model.simulator, progress=False))
+        calibrate(ScoreLangevin.from_options(model.prior, model.simulator, progress=False))
 
 
 @pytest.mark.parametrize("options", [{}, {"tied": [[0, 1, 2]]}, {"embedding": 3}])
@@ -228,14 +228,14 @@ def test_the_chains_use_the_given_prior(fitted):
     from scorebayes.proposal import GaussianProposal
 
     model, est = fitted
-    learned = est.score_net_
+    learned = est.likelihood_.score_net
     truth = model.true_parameters
     prior = GaussianProposal(est.space, truth + 1, torch.full((2,), 0.05))
     try:
         cal = calibrate(_with_score(est, _ExactGaussianScore(model.sigma)), 20, at=truth, prior=prior,
                         chains=10, draws_per_chain=4, burn_in=100, thin=5, progress=False)
     finally:
-        est.score_net_ = learned
+        est.likelihood_.score_net = learned
     assert cal.settings["prior"] == "GaussianProposal"
     assert (cal.coverage() == 0).all() and (cal.mean_z() > 10).all(), cal.summary()
 
@@ -246,13 +246,13 @@ def test_noise_smoothed_estimators_are_checked_on_noisy_data(fitted, score_sigma
     with variance 2: that exact score is calibrated on the noisy data, the noiseless one (1/sqrt(2)
     too narrow, coverage about 0.83) is not."""
     model, est = fitted
-    learned = est.score_net_
-    est.noise_sd = 1.0
+    learned = est.likelihood_.score_net
+    est.likelihood_.smoothing = DataSmoothing(1.0, 3, est.seed)
     try:
         cal = calibrate(_with_score(est, _ExactGaussianScore(score_sigma)), M, chains=10,
                         draws_per_chain=10, burn_in=100, thin=5, progress=False)
     finally:
-        est.score_net_, est.noise_sd = learned, None
+        est.likelihood_.score_net, est.likelihood_.smoothing = learned, None
     se = math.sqrt(0.95 * 0.05 / M)
     assert ((cal.coverage() - 0.95).abs() < 3.5 * se).all() == calibrated, cal.summary()
 
@@ -264,12 +264,12 @@ def test_score_mean_test_finds_a_biased_score_not_a_scaled_one(fitted, scale, sh
     from scorebayes.calibration import score_mean_test
 
     model, est = fitted
-    learned = est.score_net_
+    learned = est.likelihood_.score_net
     try:
         result = score_mean_test(_with_score(est, _ExactGaussianScore(model.sigma, scale, shift)),
                                  model.true_parameters, 4000)
     finally:
-        est.score_net_ = learned
+        est.likelihood_.score_net = learned
     if biased:
         assert (result.t > 7).all(), result.summary()
         # the implied shift: I^-1 E[s] = 1 / 20 per coordinate (Monte Carlo SE 0.0035)
@@ -289,12 +289,12 @@ def test_score_mean_test_gives_the_exact_posteriors_prior_pull(fitted, scale):
     from scorebayes.calibration import score_mean_test
 
     model, est = fitted
-    learned = est.score_net_
+    learned = est.likelihood_.score_net
     theta = model.true_parameters
     try:
         result = score_mean_test(_with_score(est, _ExactGaussianScore(model.sigma, scale)), theta, 4000)
     finally:
-        est.score_net_ = learned
+        est.likelihood_.score_net = learned
     H = scale**2 * model.n_obs / model.sigma**2 + 1 / 9
     expected = (-theta / 9) / math.sqrt(H)
     assert torch.allclose(result.prior_pull_sd, expected, rtol=0.08), result.summary()
@@ -321,7 +321,7 @@ def test_the_chains_stay_in_each_data_sets_support(fitted):
     """support_fn cuts every data set's chain box (ScoreLangevin.chain_box(x)): with the support
     starting 0.3 above theta*, no draw lies below theta*, so every rank is below 1/(L + 1)."""
     model, est = fitted
-    learned = est.score_net_
+    learned = est.likelihood_.score_net
     truth = model.true_parameters
     calls = []
 
@@ -329,12 +329,12 @@ def test_the_chains_stay_in_each_data_sets_support(fitted):
         calls.append(x.shape)
         return (truth + 0.3).tolist(), [math.inf, math.inf]
 
-    est.support_fn = support
+    est.likelihood_.support_fn = support
     try:
         cal = calibrate(_with_score(est, _ExactGaussianScore(model.sigma)), 20, at=truth, chains=10,
                         draws_per_chain=4, burn_in=100, thin=5, progress=False)
     finally:
-        est.score_net_, est.support_fn = learned, None
+        est.likelihood_.score_net, est.likelihood_.support_fn = learned, None
     assert len(calls) == 20 and calls[0] == (model.n_obs, 2)
     assert (cal.ranks < 1 / 41).all() and (cal.coverage() == 0).all()
     assert (cal.posterior_mean >= truth + 0.3).all()

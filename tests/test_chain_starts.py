@@ -8,6 +8,7 @@ import pytest
 import torch
 from scipy import stats
 
+from scorebayes.sbi import DataSmoothing
 from scorebayes.diagnostics import remembers_start, start_memory
 
 
@@ -73,7 +74,7 @@ def test_starts_outside_the_support_are_redrawn_inside_it(known_score_estimator,
     97% of the starts fall outside; they are redrawn from the prior truncated to the box, not
     reflected (which would pile far starts up near the box's other side)."""
     est = known_score_estimator(torch.eye(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
-    est.support_fn = lambda x: (torch.tensor([0.4, -50.0]), torch.tensor([0.6, 50.0]))
+    est.likelihood_.support_fn = lambda x: (torch.tensor([0.4, -50.0]), torch.tensor([0.6, 50.0]))
     seen = langevin_spy
     post = est.sample(400, chains=400, max_steps=100, seed=3)
     init = seen["init"]
@@ -87,7 +88,7 @@ def test_starts_outside_the_support_are_redrawn_inside_it(known_score_estimator,
 
 def test_starts_are_reflected_with_a_warning_when_the_box_is_out_of_reach(known_score_estimator, langevin_spy):
     est = known_score_estimator(torch.eye(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
-    est.support_fn = lambda x: (torch.tensor([40.0, -50.0]), torch.tensor([41.0, 50.0]))  # 13 prior SDs out
+    est.likelihood_.support_fn = lambda x: (torch.tensor([40.0, -50.0]), torch.tensor([41.0, 50.0]))  # 13 prior SDs out
     seen = langevin_spy
     with pytest.warns(UserWarning, match="40 chain starts could not be drawn inside the sampling region"):
         post = est.sample(40, chains=40, max_steps=100, seed=3)
@@ -103,10 +104,10 @@ def test_stored_samples_are_not_reused_for_another_support(known_score_estimator
 
     est = known_score_estimator(torch.eye(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
     est.store = RunStore(tmp_path, config=None, seed=0)
-    est.support_fn = lambda x: (torch.tensor([0.4, -50.0]), torch.tensor([0.6, 50.0]))
+    est.likelihood_.support_fn = lambda x: (torch.tensor([0.4, -50.0]), torch.tensor([0.6, 50.0]))
     cut = est.sample(400, chains=100, max_steps=300, seed=3).draws[:, 0]
     assert ((cut >= 0.4) & (cut <= 0.6)).all()
-    est.support_fn = None
+    est.likelihood_.support_fn = None
     free = est.sample(400, chains=100, max_steps=300, seed=3).draws[:, 0]
     outside = float(((free < 0.4) | (free > 0.6)).double().mean())
     assert outside > 0.7, outside  # binomial sd of the share at 400 draws: 0.02
@@ -121,7 +122,7 @@ def test_samples_stored_before_chain_copies_get_them_back(known_score_estimator,
     from scorebayes.store import RunStore
 
     est = known_score_estimator(torch.eye(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
-    est.noise_sd, est.noise_draws = 0.5, 3
+    est.likelihood_.smoothing = DataSmoothing(0.5, 3, est.seed)
     est.store = RunStore(tmp_path, config=None, seed=0)
     first = est.sample(60, chains=30, max_steps=100, seed=1)
     path = next((tmp_path / "arrays").glob("samples_*.npz"))

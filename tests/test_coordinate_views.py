@@ -221,23 +221,23 @@ def prior():
 
 def test_score_langevin_checks_views_before_any_simulation():
     with pytest.raises(ValueError, match="one index list per parameter"):
-        ScoreLangevin(prior(), gaussian_simulator, mode="full", score_views=own_views()[:2])
+        ScoreLangevin.from_options(prior(), gaussian_simulator, mode="full", score_views=own_views()[:2])
     with pytest.raises(ValueError, match=r"non-empty index lists; empty for parameters \[1\]"):
-        ScoreLangevin(prior(), gaussian_simulator, mode="full", score_views=[[0, 1], [], [3, 4]])
+        ScoreLangevin.from_options(prior(), gaussian_simulator, mode="full", score_views=[[0, 1], [], [3, 4]])
     with pytest.raises(ValueError, match="integer indices"):
-        ScoreLangevin(prior(), gaussian_simulator, mode="full", score_views=[[0, 1], ["a"], [3, 4]])
+        ScoreLangevin.from_options(prior(), gaussian_simulator, mode="full", score_views=[[0, 1], ["a"], [3, 4]])
     with pytest.raises(ValueError, match="mode 'n', 'full' or 'markov'"):
-        ScoreLangevin(prior(), gaussian_simulator, mode="single", score_views=own_views())
+        ScoreLangevin.from_options(prior(), gaussian_simulator, mode="single", score_views=own_views())
     with pytest.raises(ValueError, match="needs score_views"):
-        ScoreLangevin(prior(), gaussian_simulator, mode="full", tied_views=ALL_TIED)
+        ScoreLangevin.from_options(prior(), gaussian_simulator, mode="full", tied_views=ALL_TIED)
     with pytest.raises(ValueError, match="one length"):
-        ScoreLangevin(prior(), gaussian_simulator, mode="full", score_views=ragged_views(), tied_views=ALL_TIED)
+        ScoreLangevin.from_options(prior(), gaussian_simulator, mode="full", score_views=ragged_views(), tied_views=ALL_TIED)
     with pytest.raises(ValueError, match="shared_embedding is appended to per-parameter views: it needs score_views"):
-        ScoreLangevin(prior(), gaussian_simulator, mode="full", shared_embedding=8)
+        ScoreLangevin.from_options(prior(), gaussian_simulator, mode="full", shared_embedding=8)
     with pytest.raises(ValueError, match="shared embedding must be a width >= 0"):
-        ScoreLangevin(prior(), gaussian_simulator, mode="full", score_views=own_views(), shared_embedding=-2)
+        ScoreLangevin.from_options(prior(), gaussian_simulator, mode="full", score_views=own_views(), shared_embedding=-2)
     with pytest.raises(ValueError, match="shared embedding cannot go with tied networks"):
-        ScoreLangevin(prior(), gaussian_simulator, mode="full", score_views=own_views(), tied_views=ALL_TIED,
+        ScoreLangevin.from_options(prior(), gaussian_simulator, mode="full", score_views=own_views(), tied_views=ALL_TIED,
                       shared_embedding=8)
     calls = []
 
@@ -245,7 +245,7 @@ def test_score_langevin_checks_views_before_any_simulation():
         calls.append(len(theta))
         return gaussian_simulator(theta, n, generator)
 
-    est = ScoreLangevin(prior(), counting, mode="full", localize=False, score_views=[[0, 40]] * D,
+    est = ScoreLangevin.from_options(prior(), counting, mode="full", localize=False, score_views=[[0, 40]] * D,
                         progress=False)
     with pytest.raises(ValueError, match="outside the network's data view of length 30"):
         est.fit(torch.zeros(N_OBS, D))
@@ -268,7 +268,7 @@ def test_full_mode_posterior_with_views_matches_the_analytic_one(seed, options):
     g = torch.Generator().manual_seed(seed)
     truth = torch.tensor([0.5, -1.0, 1.5], dtype=torch.float64)
     x_obs = gaussian_simulator(truth[None], N_OBS, g)[0]
-    est = ScoreLangevin(prior(), gaussian_simulator, mode="full", localize=False, num_simulations=3000,
+    est = ScoreLangevin.from_options(prior(), gaussian_simulator, mode="full", localize=False, num_simulations=3000,
                         hidden=(32, 16), seed=1, progress=False, **options,
                         schedule=TrainingSchedule(epochs=40, penalty_epochs=0, batch_size=64, lr=(3e-3, 1e-4),
                                                   validation_fraction=0.2))
@@ -359,7 +359,7 @@ max_steps = 20"""
 
 def test_data_features_errors_come_before_any_simulation():
     with pytest.raises(TypeError, match="data_features must be a function"):
-        ScoreLangevin(prior(), gaussian_simulator, mode="full", data_features=[1, 2])
+        ScoreLangevin.from_options(prior(), gaussian_simulator, mode="full", data_features=[1, 2])
     calls = []
 
     def counting(theta, n, generator=None):
@@ -368,12 +368,12 @@ def test_data_features_errors_come_before_any_simulation():
 
     for features, message in ((lambda v: v.sum(-1), r"must map the network's view \[..., p\]"),
                               (lambda v: v[..., :1] / 0.0, "non-finite values")):
-        est = ScoreLangevin(prior(), counting, mode="full", localize=False, data_features=features,
+        est = ScoreLangevin.from_options(prior(), counting, mode="full", localize=False, data_features=features,
                             progress=False)
         with pytest.raises(ValueError, match=message):
             est.fit(torch.ones(N_OBS, D))
     # features indexed by the views: an index past p + k is caught too
-    est = ScoreLangevin(prior(), counting, mode="full", localize=False, data_features=sample_means,
+    est = ScoreLangevin.from_options(prior(), counting, mode="full", localize=False, data_features=sample_means,
                         score_views=[[N_OBS * D + D]] * D, progress=False)
     with pytest.raises(ValueError, match="outside the network's data view of length 33"):
         est.fit(torch.zeros(N_OBS, D))
@@ -431,7 +431,7 @@ def test_the_observed_view_is_built_once_per_data_set():
         seen.append(view.shape[0])
         return sample_means(view)
 
-    est = ScoreLangevin(prior(), gaussian_simulator, mode="full", localize=False, num_simulations=60,
+    est = ScoreLangevin.from_options(prior(), gaussian_simulator, mode="full", localize=False, num_simulations=60,
                         hidden=(8,), data_features=recording_means, seed=0, progress=False,
                         schedule=TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=20))
     x_obs = torch.zeros(N_OBS, D, dtype=torch.float64)
@@ -479,7 +479,7 @@ def test_views_that_miss_information_give_a_composite_law_not_the_posterior():
     law is the Lyapunov one of composite_langevin_law: a's SD 1.5x the posterior's, b's the
     posterior's. With the sufficient view (everything) a's SD is the posterior's (the
     contrast that makes the check fail when views are ignored). With a shared embedding of all of
-    the data appended to the totals view (ScoreLangevin(shared_embedding=4)), a's network can learn
+    the data appended to the totals view (ScoreLangevin.from_options(shared_embedding=4)), a's network can learn
     the full score again, and the chains sample the posterior."""
     n, tau = 10, 0.25
     prior2 = independent([Normal(torch.tensor(0.0, dtype=torch.float64), 2.0) for _ in range(2)])
@@ -497,7 +497,7 @@ def test_views_that_miss_information_give_a_composite_law_not_the_posterior():
                                   torch.full((2,), post_sd, dtype=torch.float64))}
     sds = {}
     for label, (views, mean, sd) in cases.items():
-        est = ScoreLangevin(prior2, sum_and_difference_simulator, mode="full", localize=False, num_simulations=3000,
+        est = ScoreLangevin.from_options(prior2, sum_and_difference_simulator, mode="full", localize=False, num_simulations=3000,
                             hidden=(32, 16), seed=1, progress=False, score_views=views,
                             shared_embedding=4 if label.endswith("embedding") else 0,
                             schedule=TrainingSchedule(epochs=40, penalty_epochs=0, batch_size=64, lr=(3e-3, 1e-4),

@@ -63,7 +63,7 @@ def test_second_round_reaches_the_exact_posterior():
     x_obs = model.observed(make_generator(11, "gaussian_mean"))
     exact = model.posterior_distribution(x_obs)
     mean, sd = exact.mean.reshape(-1), exact.variance.sqrt().reshape(-1)
-    est = ScoreLangevin(model.prior, model.simulator, **N_MODEL).fit(x_obs)
+    est = ScoreLangevin.from_options(model.prior, model.simulator, **N_MODEL).fit(x_obs)
     first = est.sample(2000)
     est.refine_proposal(first, num_simulations=400)
     second = est.sample(2000)
@@ -80,7 +80,7 @@ def test_refine_proposal_checks_its_input():
     model = get_model("gaussian_mean")
     model.n_obs = 10
     x_obs = model.observed(make_generator(11, "gaussian_mean"))
-    est = ScoreLangevin(model.prior, model.simulator, **{**N_MODEL, "num_simulations": 8,
+    est = ScoreLangevin.from_options(model.prior, model.simulator, **{**N_MODEL, "num_simulations": 8,
                         "schedule": TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=4)})
     post = est.fit(x_obs).sample(20, chains=4)
     with pytest.raises(ValueError, match="inflation"):
@@ -88,7 +88,7 @@ def test_refine_proposal_checks_its_input():
     flat = type(post)(post.samples[:1, :1].repeat(1, 5, 1), names=post.names)
     with pytest.raises(ValueError, match="do not spread"):
         est.refine_proposal(flat)
-    single = ScoreLangevin(model.prior, model.simulator, mode="single", localize=False,
+    single = ScoreLangevin.from_options(model.prior, model.simulator, mode="single", localize=False,
                            num_simulations=8, num_groups=4, group_size=4, progress=False,
                            schedule=TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=4),
                            mean_schedule=TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=4),

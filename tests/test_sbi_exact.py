@@ -44,7 +44,7 @@ def check_against_exact(name, n, settings):
     model = get_model(name)
     model.n_obs = n
     x_obs = model.observed(make_generator(11, name))
-    estimator = ScoreLangevin(model.prior, model.simulator, seed=3, progress=False,
+    estimator = ScoreLangevin.from_options(model.prior, model.simulator, seed=3, progress=False,
                               localization={"replicates": 30, "iterations": 150}, **settings)
     posterior = estimator.fit(x_obs).sample(2000)
     exact = model.posterior_distribution(x_obs)

@@ -20,7 +20,7 @@ def fixed_length(theta, n, generator):
 
 
 def estimator(**kw):
-    return ScoreLangevin(independent([Normal(torch.tensor(0.0, dtype=torch.float64), 1.0)]), fixed_length,
+    return ScoreLangevin.from_options(independent([Normal(torch.tensor(0.0, dtype=torch.float64), 1.0)]), fixed_length,
                          mode="full", localize=False, num_simulations=32, progress=False,
                          schedule=TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=16), **kw)
 
@@ -83,7 +83,7 @@ def _pseudo_huber_estimator(known_score_estimator, *, stiff: float = 1e4, delta:
         grad_z = torch.stack([-stiff * z[:, 0] / torch.sqrt(1 + (z[:, 0] / delta) ** 2), -z[:, 1]], -1)
         return grad_z @ rot.T
 
-    est.likelihood_score = score
+    est.likelihood_.score = score
     prior_mean = -(m @ rot)
     grid = torch.linspace(-0.3, 0.3, 200_001, dtype=torch.float64)
     log_post = -stiff * delta**2 * (torch.sqrt(1 + (grid / delta) ** 2) - 1) - (grid - prior_mean[0]) ** 2 / 18
@@ -151,16 +151,21 @@ def test_warm_start_from_a_posterior_samples_the_posterior_not_the_start(known_s
         est.sample(10, init="posterior")
 
 
+def _name(likelihood, arguments):
+    from scorebayes.sbi.sample_store import samples_name
+
+    return samples_name(arguments, likelihood)
+
+
 def test_warm_started_samples_are_stored_under_their_start(known_score_estimator):
     """A run store must not hand a cold start's samples, or another warm start's, back."""
     from scorebayes.posterior import Posterior
 
     est = known_score_estimator(torch.eye(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
-    est.store = object()  # any store: only the name is computed here
     a, b = Posterior(torch.zeros(4, 2)), Posterior(torch.ones(4, 2))
-    names = [est._samples_name({"num_samples": 10, "init": init}) for init in ("proposal", a, b)]
+    names = [_name(est.likelihood_, {"num_samples": 10, "init": init}) for init in ("proposal", a, b)]
     assert len(set(names)) == 3
-    assert est._samples_name({"num_samples": 10, "init": Posterior(torch.zeros(4, 2))}) == names[1]
+    assert _name(est.likelihood_, {"num_samples": 10, "init": Posterior(torch.zeros(4, 2))}) == names[1]
 
 
 def test_tensor_valued_sample_arguments_are_named_by_their_values(known_score_estimator):
@@ -168,17 +173,16 @@ def test_tensor_valued_sample_arguments_are_named_by_their_values(known_score_es
     by the values, not their print, or one step size's samples are handed back for the other.
     Names of plain Python arguments are unchanged (samples stored before stay found)."""
     est = known_score_estimator(torch.eye(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
-    est.store = object()
     assert repr(torch.tensor(0.00101)) == repr(torch.tensor(0.00104))
-    names = [est._samples_name({"num_samples": 10, "step_size": step})
+    names = [_name(est.likelihood_, {"num_samples": 10, "step_size": step})
              for step in (torch.tensor(0.00101), torch.tensor(0.00104), np.array(0.00101), 0.00101)]
     assert names[0] != names[1]
     assert len(set(names)) == 4  # a tensor, an array and a float are different arguments
-    long = [est._samples_name({"num_samples": 10, "tempering": torch.linspace(0.1, 0.9, 2000) + shift})
+    long = [_name(est.likelihood_, {"num_samples": 10, "tempering": torch.linspace(0.1, 0.9, 2000) + shift})
             for shift in (0.0, 1e-3)]
     assert long[0] != long[1]  # elided with "..." in print
-    assert est._samples_name({"num_samples": 10, "tempering": [0.5, 0.9]}) == \
-        est._samples_name({"num_samples": 10, "tempering": [0.5, 0.9]})
+    assert _name(est.likelihood_, {"num_samples": 10, "tempering": [0.5, 0.9]}) == \
+        _name(est.likelihood_, {"num_samples": 10, "tempering": [0.5, 0.9]})
 
 
 def test_warm_started_samples_are_found_again_in_the_store(known_score_estimator, tmp_path, monkeypatch):
@@ -188,16 +192,17 @@ def test_warm_started_samples_are_found_again_in_the_store(known_score_estimator
     the reload alone cannot catch that: the names' keys are checked against the signature."""
     import inspect
 
-    import scorebayes.sbi as sbi_module
+    import scorebayes.sbi.estimator as estimator_module
+    import scorebayes.sbi.sampling as sbi_module
     from scorebayes.sbi import ScoreLangevin
     from scorebayes.store import RunStore
 
     est = known_score_estimator(torch.eye(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
     est.store = RunStore(tmp_path / "run", config=None, seed=0)
     named, runs = [], []
-    real_name, real_run = ScoreLangevin._samples_name, sbi_module.run_langevin
-    monkeypatch.setattr(ScoreLangevin, "_samples_name",
-                        lambda self, arguments: named.append(set(arguments)) or real_name(self, arguments))
+    real_name, real_run = estimator_module.samples_name, sbi_module.run_langevin
+    monkeypatch.setattr(estimator_module, "samples_name",
+                        lambda arguments, likelihood: named.append(set(arguments)) or real_name(arguments, likelihood))
     monkeypatch.setattr(sbi_module, "run_langevin", lambda *a, **k: runs.append(1) or real_run(*a, **k))
     cold = est.sample(200, chains=4, max_steps=200)
     warm = est.sample(200, chains=4, max_steps=200, init=cold)
@@ -237,13 +242,13 @@ def test_localize_in_support_confines_the_localization_to_the_data_support(monke
 
     monkeypatch.setattr(scorebayes.localize, "localize", capture)
     x_obs = torch.linspace(0.5, 2.0, T)[:, None]
-    est = ScoreLangevin(independent([Normal(torch.tensor(0.0, dtype=torch.float64), 1.0)]), fixed_length,
+    est = ScoreLangevin.from_options(independent([Normal(torch.tensor(0.0, dtype=torch.float64), 1.0)]), fixed_length,
                         mode="full", support_fn=support, localize_in_support=True, progress=False)
     with pytest.raises(_Stop):
         est.fit(x_obs)
     assert torch.equal(seen["support"][1], torch.tensor([0.5]))
     seen.clear()
-    plain = ScoreLangevin(independent([Normal(torch.tensor(0.0, dtype=torch.float64), 1.0)]), fixed_length,
+    plain = ScoreLangevin.from_options(independent([Normal(torch.tensor(0.0, dtype=torch.float64), 1.0)]), fixed_length,
                           mode="full", support_fn=support, progress=False)
     with pytest.raises(_Stop):
         plain.fit(x_obs)
@@ -269,7 +274,7 @@ def _plateau_estimator(known_score_estimator, *, height: float = 2000.0, width: 
         d = u - m
         return -height / width**2 * torch.exp(-(d**2).sum(-1, keepdim=True) / (2 * width**2)) * d
 
-    est.likelihood_score = score
+    est.likelihood_.score = score
     precision = height / width**2 + 1 / 9  # the bump is Gaussian to O(sd^2 / w^2) = 5e-4
     return est, m, height / width**2 * m / precision, precision**-0.5
 

@@ -71,7 +71,7 @@ def linear_single_model_matches(prior, simulator, x_obs, mean, sd, **options) ->
     """Fit the single-model with linear networks (hidden=()) and sample: do the draws' means lie
     within 0.35 sd of ``mean`` and their SDs within 20% of ``sd``? (Monte Carlo SE of the mean is
     about sd / 20 with 400 draws; the rest leaves room for the fit.)"""
-    est = ScoreLangevin(prior, simulator, mode="single", localize=False, num_simulations=20_000,
+    est = ScoreLangevin.from_options(prior, simulator, mode="single", localize=False, num_simulations=20_000,
                         num_groups=100, group_size=20, hidden=(), seed=5, progress=False, **options,
                         schedule=TrainingSchedule(epochs=30, penalty_epochs=0, batch_size=256, lr=(5e-2, 1e-3)),
                         mean_schedule=TrainingSchedule(epochs=30, penalty_epochs=0, batch_size=20))
@@ -107,11 +107,11 @@ def test_single_mode_features_reach_both_networks(features, fits):
 def test_table_view_with_features_is_built_in_chunks(mode):
     """A table's view with ``data_features`` is the same whether built at once or a few rows at a
     time (chunks that do not divide the table), in float32, the networks' training dtype."""
-    est = ScoreLangevin(box_prior(), gaussian_simulator, mode=mode, localize=False, progress=False,
+    est = ScoreLangevin.from_options(box_prior(), gaussian_simulator, mode=mode, localize=False, progress=False,
                         data_features=lambda v: torch.stack([v.pow(2).sum(-1), v.sin().prod(-1)], -1))
     x = torch.randn(23, 6, D, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    whole = est._table_view(x, chunk_elements=10**9)
-    chunked = est._table_view(x, chunk_elements=5 * x[0].numel())  # 5 rows a chunk
+    whole = est.view.table(x, chunk_elements=10**9)
+    chunked = est.view.table(x, chunk_elements=5 * x[0].numel())  # 5 rows a chunk
     assert whole.dtype == chunked.dtype == torch.float32
     assert torch.equal(whole, chunked)
     rows = x.reshape(23, 1, -1) if mode == "full" else torch.cat([x[:, :-1], x[:, 1:]], -1) if mode == "markov" else x

@@ -188,7 +188,7 @@ def simulate(theta, n, generator=None):
 
 
 def test_cli_stream_tables_gives_the_same_samples(tmp_path, monkeypatch):
-    import scorebayes.sbi as sbi
+    import scorebayes.sbi.rounds as sbi
 
     seen = []
     original = sbi.fit_score_network
@@ -237,7 +237,7 @@ def test_score_langevin_single_mode_streams_both_tables_bit_identically(tmp_path
     for stream in (False, True):
         store = RunStore(tmp_path / str(stream), config=None, seed=3)
         store.stream_tables = stream
-        est = ScoreLangevin(prior, _simulate, seed=3, localize=False, num_simulations=300,
+        est = ScoreLangevin.from_options(prior, _simulate, seed=3, localize=False, num_simulations=300,
                             num_groups=40, group_size=15, curvature_penalties=(0.0, 0.05),
                             mean_penalties=(0.0,), progress=False, store=store,
                             schedule=TrainingSchedule(epochs=3, penalty_epochs=2, batch_size=32),

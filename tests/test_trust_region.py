@@ -81,7 +81,7 @@ def test_trust_region_rounds_reach_the_exact_posterior():
     model, x_obs = _gaussian_case(100)
     exact = model.posterior_distribution(x_obs)
     mean, sd = exact.mean, exact.variance.sqrt()
-    est = trust_region_fit(ScoreLangevin(model.prior, model.simulator, proposal_inflation=8.0, **SINGLE),
+    est = trust_region_fit(ScoreLangevin.from_options(model.prior, model.simulator, proposal_inflation=8.0, **SINGLE),
                            x_obs, rounds=3)
     first, *_, last = (r["proposal"] for r in est.table_rounds_)
     assert len(est.table_rounds_) == 3 and len(est.trust_steps_) == 2
@@ -99,13 +99,13 @@ def test_trust_region_rounds_reach_the_exact_posterior():
 
 def test_bad_input_is_rejected_before_any_simulation():
     model, x_obs = _gaussian_case(10)
-    n_model = ScoreLangevin(model.prior, model.simulator, mode="n", progress=False)
+    n_model = ScoreLangevin.from_options(model.prior, model.simulator, mode="n", progress=False)
     with pytest.raises(ValueError, match="mode='single'"):
         trust_region_fit(n_model, x_obs)
-    unlocalized = ScoreLangevin(model.prior, model.simulator, localize=False, progress=False)
+    unlocalized = ScoreLangevin.from_options(model.prior, model.simulator, localize=False, progress=False)
     with pytest.raises(ValueError, match="localize=True"):
         trust_region_fit(unlocalized, x_obs)
-    est = ScoreLangevin(model.prior, model.simulator, progress=False)
+    est = ScoreLangevin.from_options(model.prior, model.simulator, progress=False)
     for bad in ({"rounds": 0}, {"rounds": 1.5}, {"shrink": 1.0}, {"floor": -1.0}, {"edge_limit": 1.0},
                 {"draws": 1}):
         with pytest.raises(ValueError, match=next(iter(bad))):
@@ -116,7 +116,7 @@ def test_bad_input_is_rejected_before_any_simulation():
 
 def _tiny_fit(model, x_obs):
     """A single-model fitted on prior tables in a second (one epoch each): bookkeeping only."""
-    return ScoreLangevin(model.prior, model.simulator, localize=False, num_simulations=64, num_groups=8,
+    return ScoreLangevin.from_options(model.prior, model.simulator, localize=False, num_simulations=64, num_groups=8,
                          group_size=4, progress=False,
                          schedule=TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=32),
                          mean_schedule=TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=4),

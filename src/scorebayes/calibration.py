@@ -174,34 +174,6 @@ def check_options(**options: Any) -> None:
         raise ValueError(f"step_size_factor must be in (0, 2), got {kappa!r}")
 
 
-def _data_set_scores(estimator, views: list[Tensor]):
-    """``u [M, C, d] -> [M, C, d]``: the learned likelihood score of chain ``c`` on data set ``m``
-    (:meth:`ScoreLangevin.likelihood_score` for every data set at once)."""
-    net, mean_net = estimator.score_net_, estimator.mean_net_
-    same_size = len({v.shape for v in views}) == 1
-    if same_size and hasattr(net, "sum_over_data_sets"):
-        data = torch.stack(views)
-
-        def summed(u: Tensor) -> Tensor:
-            # data sets in chunks of about 2**22 first-layer activations (128 units assumed): a
-            # single-model data set of n = 1,000 rows would otherwise hold M C n H floats at once
-            per = max(1, (1 << 22) // max(1, u.shape[1] * data.shape[1] * 128))
-            return torch.cat([net.sum_over_data_sets(u[i:i + per], data[i:i + per])
-                              for i in range(0, len(data), per)])
-    else:
-        def summed(u: Tensor) -> Tensor:
-            return torch.stack([net.sum_over_observations(u[m], views[m]) for m in range(len(views))])
-    counts = torch.tensor([float(len(v)) for v in views], device=estimator.device)[:, None, None]
-
-    def score(u: Tensor) -> Tensor:
-        uf = u.float().to(estimator.device)
-        total = summed(uf)
-        if mean_net is not None:
-            total = total - counts * mean_net(uf)
-        return total.to(u.device, torch.float64)
-    return score
-
-
 def calibrate(
     estimator,
     num_data_sets: int = 100,
@@ -243,9 +215,9 @@ def calibrate(
     Returns:
         a :class:`Calibration`.
     """
-    from .sbi import _prior_score_graph
+    from .sbi.sampling import prior_score_graph as _prior_score_graph
 
-    estimator._check_fitted()
+    likelihood = estimator.likelihood_  # raises if the estimator is not fitted
     check_options(num_data_sets=num_data_sets, chains=chains, draws_per_chain=draws_per_chain,
                   burn_in=burn_in, thin=thin, step_size_factor=step_size_factor, level=level)
     space = estimator.space
@@ -257,7 +229,7 @@ def calibrate(
         if at is None:
             raise ValueError("data needs at: the parameter(s) its data sets were simulated at")
         data = torch.as_tensor(data)
-        expected = (num_data_sets, *estimator.x_obs_.shape)
+        expected = (num_data_sets, *likelihood.x_obs.shape)
         if tuple(data.shape) != expected:
             raise ValueError(f"data must have shape [num_data_sets, n, p] = {list(expected)}, got {list(data.shape)}")
         if not torch.isfinite(data).all():
@@ -276,11 +248,11 @@ def calibrate(
     theta = at.expand(num_data_sets, d).clone() if at is not None else prior.sample(num_data_sets, g).double()
     u_true = space.to_unconstrained(theta)
     x, views = _simulate_views(estimator, theta, g, data)
-    if estimator.support_fn is None:  # one box for every data set
-        lows, highs = (b.expand(num_data_sets, d) for b in estimator.chain_box())
+    if likelihood.support_fn is None:  # one box for every data set
+        lows, highs = (b.expand(num_data_sets, d) for b in likelihood.chain_box())
     else:
-        lows, highs = (torch.stack(b) for b in zip(*(estimator.chain_box(x_m) for x_m in x)))
-    score = _data_set_scores(estimator, views)
+        lows, highs = (torch.stack(b) for b in zip(*(likelihood.chain_box(x_m) for x_m in x)))
+    score = likelihood.for_data_sets(views)
 
     def prior_score(u: Tensor) -> Tensor:  # [..., d]
         return prior.grad_log_prob_unconstrained(u.reshape(-1, d)).reshape(u.shape)
@@ -298,7 +270,7 @@ def calibrate(
     u = reflect_into_box(u.reshape(num_data_sets, chains, d), lows[:, None], highs[:, None])
     tau = torch.empty(num_data_sets, dtype=torch.float64)
     for m in range(num_data_sets):
-        one = _data_set_scores(estimator, [views[m]])
+        one = estimator.likelihood_.for_data_sets([views[m]])
         probes = u[m, : min(2, chains)]
         tau[m] = curvature_step_size(lambda v: one(v[None])[0] + prior_score_graph(v),
                                      probes, kappa=step_size_factor).step_size
@@ -359,13 +331,12 @@ def _simulate_views(estimator, theta: Tensor, g: torch.Generator,
     """One data set per row of ``theta [M, d]`` at the estimator's size, or the given ``data``
     (noise-smoothed if the estimator is), and each one's network view:
     ``(x [M, n, p], [view [n_units, p_net]] * M)``."""
-    if data is None:
-        x = estimator.simulator(theta, estimator.n_obs_, g).to(estimator.x_obs_.dtype)
-    else:
-        x = data.to(estimator.x_obs_.dtype)
-    if estimator.noise_sd is not None:  # the score was learned for the noise-smoothed data
-        x = x + estimator.noise_sd * torch.randn(x.shape, generator=g, dtype=x.dtype)
-    return x, [estimator._observations(x_m).float().to(estimator.device) for x_m in x]
+    likelihood = estimator.likelihood_
+    dtype = likelihood.x_obs.dtype
+    x = (estimator.simulator(theta, likelihood.n_obs, g) if data is None else data).to(dtype)
+    if likelihood.smoothing is not None:  # the score was learned for the noise-smoothed data
+        x = likelihood.smoothing.with_generator(x, g)
+    return x, [likelihood.observed_view(x_m) for x_m in x]
 
 
 @dataclass
@@ -430,7 +401,7 @@ def score_mean_test(estimator, theta: Tensor, num_data_sets: int = 1000, *, seed
     Returns:
         a :class:`ScoreMeanTest`.
     """
-    estimator._check_fitted()
+    estimator.likelihood_  # noqa: B018 - raises if the estimator is not fitted
     if isinstance(num_data_sets, bool) or not isinstance(num_data_sets, int) or num_data_sets < 10:
         raise ValueError(f"num_data_sets must be an integer >= 10, got {num_data_sets!r}")
     space = estimator.space
@@ -440,7 +411,7 @@ def score_mean_test(estimator, theta: Tensor, num_data_sets: int = 1000, *, seed
     _, views = _simulate_views(estimator, theta.expand(num_data_sets, d).clone(), g)
     u = space.to_unconstrained(theta).expand(num_data_sets, 1, d)
     with torch.no_grad():
-        scores = _data_set_scores(estimator, views)(u)[:, 0]  # [M, d]
+        scores = estimator.likelihood_.for_data_sets(views)(u)[:, 0]  # [M, d]
     mean, se = scores.mean(0), scores.std(0) / math.sqrt(num_data_sets)
     info = torch.cov(scores.T).reshape(d, d)
     inverse = torch.linalg.pinv(info)

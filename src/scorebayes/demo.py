@@ -32,7 +32,7 @@ def run_demo(out: Path, *, seed: int = 0, progress: bool = True) -> dict:
     model = get_model("linear_regression")
     x_obs = model.observed(make_generator(seed, "observed"))
     start = time.perf_counter()
-    estimator = ScoreLangevin(
+    estimator = ScoreLangevin.from_options(
         model.prior, model.simulator, mode="single", seed=seed, progress=progress,
         parameter_names=model.parameter_names, num_simulations=40_000, num_groups=4000,
         localization={"replicates": 50, "iterations": 200},

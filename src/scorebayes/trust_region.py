@@ -67,9 +67,9 @@ class LaplaceStep:
 
 def _posterior_score(estimator: ScoreLangevin, u: Tensor) -> Tensor:
     """``u [d] -> g(u) [d]``, differentiable (learned likelihood score + prior score in u)."""
-    from .sbi import _prior_score_graph
+    from .sbi.sampling import prior_score_graph
 
-    return estimator.likelihood_score(u[None])[0] + _prior_score_graph(estimator.space, u[None])[0]
+    return estimator.likelihood_score(u[None])[0] + prior_score_graph(estimator.space, u[None])[0]
 
 
 def laplace_step(estimator: ScoreLangevin, center: Tensor, region_sd: Tensor, *,
@@ -128,7 +128,7 @@ def trust_region_fit(estimator: ScoreLangevin, x_obs: Tensor, *, rounds: int = 4
 
     if estimator.mode != "single":
         raise ValueError("trust_region_fit needs mode='single'")
-    if not estimator.localize:
+    if not estimator.localization.enabled:
         raise ValueError("trust_region_fit starts from the localized proposal: use localize=True")
     if int(rounds) != rounds or rounds < 1:
         raise ValueError(f"rounds must be a positive integer, got {rounds}")
@@ -148,7 +148,7 @@ def trust_region_fit(estimator: ScoreLangevin, x_obs: Tensor, *, rounds: int = 4
         with warnings.catch_warnings():  # draws at the edge are this loop's signal to move, not a fault
             warnings.filterwarnings("ignore", message=r".*of the draws lie at the edge of the region")
             posterior = estimator.sample(draws, chains=chains, max_steps=max_steps)
-        u = estimator._posterior_u(posterior)
+        u = estimator.posterior_u(posterior)
         center = u.median(0).values
         edge = float(posterior.info.get("edge_fraction", 0.0))
         move = laplace_step(estimator, center, q.sd)

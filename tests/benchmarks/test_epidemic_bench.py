@@ -131,19 +131,19 @@ def test_n_estimator_gives_each_variant_its_views_and_summaries(bench):
     base = {"N": 10, "epochs": 1, "batch": 5, "validation": 0.2, "hidden": (8,)}
     loc = {"replicates": 2, "iterations": 2}
     plain = bench.n_estimator(model, base, loc, 0)
-    assert plain.score_views is None and plain.data_features is None
+    assert plain.networks.score_views is None and plain.networks.data_features is None
     views = bench.n_estimator(model, {**base, "views": True}, loc, 0)
-    assert views.score_views == [list(v) for v in model.score_views()] and views.data_features is None
+    assert views.networks.score_views == [list(v) for v in model.score_views()] and views.networks.data_features is None
     wide = bench.n_estimator(model, {**base, "views": ("beta_facility",)}, loc, 0)
-    assert wide.score_views == [list(v) for v in model.score_views(see_all=("beta_facility",))]
-    assert len(wide.score_views[0]) > len(wide.score_views[1])
+    assert wide.networks.score_views == [list(v) for v in model.score_views(see_all=("beta_facility",))]
+    assert len(wide.networks.score_views[0]) > len(wide.networks.score_views[1])
     spread = bench.n_estimator(model, {**base, "views": True, "spread": True}, loc, 0)
-    assert spread.data_features == model.floor_spread
-    assert spread.score_views == [list(v) for v in model.score_views(spread=True)]
-    assert all(len(s) > len(v) for s, v in zip(spread.score_views, views.score_views))
-    assert spread.tied_views == [] and views.tied_views == []
+    assert spread.networks.data_features == model.floor_spread
+    assert spread.networks.score_views == [list(v) for v in model.score_views(spread=True)]
+    assert all(len(s) > len(v) for s, v in zip(spread.networks.score_views, views.networks.score_views))
+    assert spread.networks.tied_views == [] and views.networks.tied_views == []
     tied = bench.n_estimator(model, {**base, "views": True, "spread": True, "tied": True}, loc, 0)
-    assert tied.tied_views == [list(range(1, 11))] and tied.score_views == spread.score_views
+    assert tied.networks.tied_views == [list(range(1, 11))] and tied.networks.score_views == spread.networks.score_views
 
 
 def test_views_spread_tied_is_a_fingerprinted_n_model_variant_on_the_spread_rows_seeds(bench, load_benchmark):
@@ -178,7 +178,7 @@ def test_views_spread_5x_is_the_spread_row_on_five_times_the_table_with_the_same
     model = get_model("epidemic10")
     assert bench._variant_repetitions(big["reps"], 10) == "repetitions 2, 7 only"
     est = bench.n_estimator(model, big, ten.SMALL["localization"], 0)
-    assert est.num_simulations == big["N"] and est.schedule.epochs == big["epochs"]
+    assert est.tables.num_simulations == big["N"] and est.schedule.epochs == big["epochs"]
 
 
 @pytest.mark.parametrize("variant_name, key, base_name, base_key, features", [
@@ -202,7 +202,7 @@ def test_embed_variants_are_their_rows_with_a_shared_embedding(bench, load_bench
     model = get_model("epidemic10")
     est = bench.n_estimator(model, embed, ten.SMALL["localization"], 0)
     width = model.floors + 2 + (model.SPREAD_FEATURES if features else 0)
-    net = est._score_network(model.dim, model.steps * width)
+    net = est.networks.score_network(est.space, model.steps * width)
     assert net.embed is not None and net.embed[-1].out_features == embed["embedding"]
     assert net.embed[0].in_features == model.steps * width  # the embedding sees the whole view
-    assert bench.n_estimator(model, plain, ten.SMALL["localization"], 0).shared_embedding == 0
+    assert bench.n_estimator(model, plain, ten.SMALL["localization"], 0).networks.shared_embedding == 0

@@ -1,6 +1,7 @@
 """Fast checks of the M/G/1 benchmark's bookkeeping (no fitting)."""
 
 import json
+import types
 
 import pytest
 import torch
@@ -82,9 +83,9 @@ def test_features_method_builds_its_estimator_from_json_settings(bench, tmp_path
     monkeypatch.setattr(bench.common, "STORES", tmp_path)
     store = bench.common.method_store("mg1", "single-model-features", 3, config)
     est = bench.single_estimator(bench.get_model("mg1"), s, 3, store)
-    assert est.data_features is queue_features and est.network_coordinates == "constrained"
-    assert est.num_groups == 20_000 and est.hidden == (64, 64) and est.store is store
-    assert bench.single_estimator(bench.get_model("mg1"), bench.SMALL["single"], 3).data_features is None
+    assert est.networks.data_features is queue_features and est.networks.coordinates == "constrained"
+    assert est.tables.num_groups == 20_000 and est.networks.hidden == (64, 64) and est.store is store
+    assert bench.single_estimator(bench.get_model("mg1"), bench.SMALL["single"], 3).networks.data_features is None
     with pytest.raises(ValueError, match="unknown data_features 'sorted'"):
         bench.single_estimator(bench.get_model("mg1"), {**s, "data_features": "sorted"}, 3)
 
@@ -111,7 +112,8 @@ def test_features_mh_corrects_the_features_fit_of_the_same_repetition(bench, tmp
                     info={"simulations": 10.0, "chain_copies": [0, 0, 1, 1, 2, 2]})
 
     class FakeEstimator:
-        support_fn = "cut"
+        def __init__(self):
+            self.likelihood_ = types.SimpleNamespace(support_fn="cut")
 
         def fit(self, x):
             return self
@@ -126,7 +128,7 @@ def test_features_mh_corrects_the_features_fit_of_the_same_repetition(bench, tmp
 
     def fake_mh(est, num, **kw):
         seen["mh"] = kw
-        seen["mh_support_fn"] = est.support_fn
+        seen["mh_support_fn"] = est.likelihood_.support_fn
         return Posterior(ula.samples, ula.names, info={"acceptance_rate_per_copy": [0.8] * 3,
                                                        "jump_acceptance_rate_per_copy": [0.1] * 3})
 
@@ -178,7 +180,7 @@ def test_features_mh_corrects_the_features_fit_of_the_same_repetition(bench, tmp
         return fake_single(model, s, seed, store)
 
     def fake_mh_n(est, num, **kw):
-        seen["mh_support_fn"] = est.support_fn
+        seen["mh_support_fn"] = est.likelihood_.support_fn
         return Posterior(ula.samples, ula.names, info={"acceptance_rate": 0.6, "jump_acceptance_rate": 0.2})
 
     monkeypatch.setattr(bench, "n_estimator", fake_n)

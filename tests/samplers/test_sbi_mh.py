@@ -14,6 +14,7 @@ import pytest
 import torch
 from torch.distributions import Normal
 
+from scorebayes.sbi import DataSmoothing
 from scorebayes.posterior import Posterior
 from scorebayes.priors import ParameterSpace, independent
 from scorebayes.proposal import GaussianProposal
@@ -135,7 +136,7 @@ def test_noise_smoothed_estimator_is_corrected_copy_by_copy_inside_its_chain_box
 
 def test_langevin_sample_records_each_chains_copy_for_the_correction(known_score_estimator):
     est = known_score_estimator(torch.eye(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
-    est.noise_sd, est.noise_draws = 0.5, 3
+    est.likelihood_.smoothing = DataSmoothing(0.5, 3, est.seed)
     copies = est.noisy_copies()
     assert len(copies) == 3 and not torch.equal(copies[0], copies[1])
     assert all(torch.equal(a, b) for a, b in zip(copies, est.noisy_copies()))  # the same on every call

@@ -67,7 +67,7 @@ def test_mean_net_standardises_theta_targets(space):
 def test_estimator_rejects_unknown_coordinates():
     prior = independent([Uniform(0.0, 1.0)])
     with pytest.raises(ValueError, match="network_coordinates"):
-        ScoreLangevin(prior, lambda t, n, g: t[:, None, :].expand(-1, n, -1), network_coordinates="theta")
+        ScoreLangevin.from_options(prior, lambda t, n, g: t[:, None, :].expand(-1, n, -1), network_coordinates="theta")
 
 
 def test_boundary_posterior_matches_the_truncated_normal():
@@ -94,7 +94,7 @@ def test_boundary_posterior_matches_the_truncated_normal():
 
     truth = torch.tensor([[0.005, 0.5]], dtype=torch.float64)  # xbar_1 < 0: the MLE is on the face
     x_obs = simulate(truth, n, make_generator(5, "observed"))[0]
-    estimator = ScoreLangevin(
+    estimator = ScoreLangevin.from_options(
         prior, simulate, network_coordinates="constrained", localize=False, num_simulations=12_000,
         num_groups=2000, group_size=100, schedule=TrainingSchedule(epochs=40, penalty_epochs=10, patience=10),
         mean_schedule=TrainingSchedule(epochs=60, penalty_epochs=10, batch_size=32, patience=15),
@@ -116,4 +116,4 @@ def test_estimator_rejects_a_mixing_transform_before_any_work(monkeypatch):
     monkeypatch.setattr(Space, "is_elementwise", lambda self: False)
     prior = independent([Uniform(0.0, 1.0)])
     with pytest.raises(ValueError, match="coordinate by coordinate"):
-        ScoreLangevin(prior, lambda t, n, g: t[:, None, :].expand(-1, n, -1), network_coordinates="constrained")
+        ScoreLangevin.from_options(prior, lambda t, n, g: t[:, None, :].expand(-1, n, -1), network_coordinates="constrained")

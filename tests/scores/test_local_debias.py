@@ -20,6 +20,7 @@ from torch.distributions import Uniform
 
 from scorebayes.priors import ParameterSpace, independent
 from scorebayes.sbi import ScoreLangevin, TrainingSchedule
+from scorebayes.sbi.debias import group_means
 from scorebayes.scores.coordinates import theta_and_jacobian
 from scorebayes.scores.local_debias import (LocalLinearCorrection, ThetaLinearCorrection, fit_kernel_correction,
                                             fit_local_correction)
@@ -49,14 +50,15 @@ class Zero(nn.Module):
 
 def _fitted(seed=0):
     sim = Simulator(lambda th, n, g: th[:, None, :] + torch.randn(len(th), n, 1, generator=g, dtype=th.dtype))
-    est = ScoreLangevin(independent([Normal(0.0, PRIOR_SD)]), sim, localize=False, num_simulations=400,
+    est = ScoreLangevin.from_options(independent([Normal(0.0, PRIOR_SD)]), sim, localize=False, num_simulations=400,
                         num_groups=40, group_size=20, schedule=TrainingSchedule(epochs=1, penalty_epochs=0),
                         mean_schedule=TrainingSchedule(epochs=1, penalty_epochs=0),
                         curvature_penalties=(0.0,), mean_penalties=(0.0,), progress=False, seed=seed)
     x_obs = 1.0 + torch.randn(N_OBS, 1, generator=torch.Generator().manual_seed(seed))
     est.fit(x_obs)
-    est.score_net_, est.mean_net_ = BiasedScore(), Zero()
-    est.training_region_ = (torch.tensor([-10.0], dtype=torch.float64), torch.tensor([10.0], dtype=torch.float64))
+    est.likelihood_.score_net, est.likelihood_.mean_net = BiasedScore(), Zero()
+    est.likelihood_.training_region = (torch.tensor([-10.0], dtype=torch.float64),
+                                       torch.tensor([10.0], dtype=torch.float64))
     precision = N_OBS + 1 / PRIOR_SD**2
     return est, float(x_obs.sum()) / precision, 1 / math.sqrt(precision)
 
@@ -116,7 +118,7 @@ def test_support_bounds_are_not_counted_as_edges():
     # a posterior piling up at a support bound (theta <= min x for M/G/1) is legitimate; only the
     # sides of the trained region count towards edge_fraction
     est, mean, sd = _fitted()
-    est.support_fn = lambda x: (torch.tensor([-10.0]), torch.tensor([mean - 2 * sd]))
+    est.likelihood_.support_fn = lambda x: (torch.tensor([-10.0]), torch.tensor([mean - 2 * sd]))
     post = est.sample(1000, chains=20)
     assert float(post.draws.max()) <= mean - 2 * sd + 1e-9
     assert post.info["edge_fraction"] == 0.0
@@ -152,7 +154,7 @@ def _with_groups(est, num=20_000, m=50, seed=1):
     g = torch.Generator().manual_seed(seed)
     u_r = torch.rand(num, 1, generator=g, dtype=torch.float64) * 7 - 2  # [-2, 5]: truth ~1, biased ~2.5
     x_r = u_r[:, None, :] + torch.randn(num, m, 1, generator=g, dtype=torch.float64)
-    est.debias_groups_ = (u_r.float(), est._group_means(u_r, x_r))
+    est.debias_groups_ = (u_r.float(), group_means(est.score_net_, u_r, x_r, device=est.device))
     return est
 
 
@@ -162,7 +164,7 @@ def test_group_means_are_each_groups_mean_of_the_score_net():
     g = torch.Generator().manual_seed(2)
     u_r = torch.randn(150, 1, generator=g, dtype=torch.float64)
     x_r = u_r[:, None, :] + torch.randn(150, 7, 1, generator=g, dtype=torch.float64)
-    means = est._group_means(u_r, x_r)
+    means = group_means(est.score_net_, u_r, x_r, device=est.device)
     with torch.no_grad():
         direct = torch.stack([est.score_net_(u_r[k].float().expand(7, 1), x_r[k].float()).mean(0)
                               for k in range(150)])
@@ -216,7 +218,7 @@ def test_kernel_refit_recovers_the_analytic_posterior_without_new_simulations():
     before = est.sample(1000, chains=20)
     assert abs(float(before.draws.mean()) - mean) / sd > 10, "the biased set-up must be visibly wrong"
     cost = dict(est.simulations_)
-    low, high = est._sampling_region()
+    low, high = est.likelihood_.sampling_region()
     post = before
     # Each refit re-centres on the last posterior. A linear fit over a kernel of b posterior SDs
     # misses a curved bias by ~f''(b sd)^2/2 at the centre, i.e. f'' b^2 sd / 2 posterior SDs here
@@ -228,7 +230,7 @@ def test_kernel_refit_recovers_the_analytic_posterior_without_new_simulations():
     assert abs(float(draws.std()) / sd - 1) < 0.15
     assert est.simulations_ == cost  # D^R reused: nothing simulated
     assert [r["kind"] for r in est.refinements_] == ["kernel"] * 3
-    assert all(torch.equal(a, b) for a, b in zip(est._sampling_region(), (low, high)))  # region not cut
+    assert all(torch.equal(a, b) for a, b in zip(est.likelihood_.sampling_region(), (low, high)))  # region not cut
 
 
 def test_kernel_refit_validates_its_input():

@@ -37,6 +37,7 @@ from .. import calibration as calibration_check
 from ..config import ConfigError, check_keys, load_callable
 from ..posterior import _finite_or_none  # JSON has no NaN: undefined checks become null
 from ..sbi import ScoreLangevin
+from ..sbi.settings import GROUPS, OPTION_GROUPS
 from ..scores.training import TrainingSchedule
 from . import AppResult
 from .common import (builtin_model, current_store, load_observed, load_prior, load_simulator,
@@ -55,7 +56,7 @@ def _keywords(function: Any) -> set[str]:
 
 def split_options(options: dict[str, Any], base_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """Split ``[options]`` into (constructor kwargs, sample kwargs), converting tables."""
-    init_keys = _keywords(ScoreLangevin.__init__) - _RESERVED
+    init_keys = (set(OPTION_GROUPS) | _keywords(ScoreLangevin.__init__)) - set(GROUPS) - _RESERVED
     sample_keys = _keywords(ScoreLangevin.sample) - {"seed"}
     check_keys(options, init_keys | sample_keys, "[options]")
     init, sample = {}, {}
@@ -133,13 +134,10 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
                 init[key] = getattr(model, attr)
     with execution.executor() as executor:
         try:
-            estimator = ScoreLangevin(prior, simulator, seed=seed, progress=progress,
-                                      parameter_names=names, executor=executor,
-                                      store=current_store(),
-                                      on_simulator_error=execution.on_simulator_error,
-                                      max_failure_fraction=execution.max_failure_fraction,
-                                      retries=execution.retries,
-                                      **init)
+            estimator = ScoreLangevin.from_options(
+                prior, simulator, seed=seed, progress=progress, parameter_names=names, executor=executor,
+                store=current_store(), on_simulator_error=execution.on_simulator_error,
+                max_failure_fraction=execution.max_failure_fraction, retries=execution.retries, **init)
         except (TypeError, ValueError) as err:
             raise ConfigError(f"[options]: {err}") from None
         estimator.fit(x_obs)

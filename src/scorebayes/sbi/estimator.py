@@ -1,0 +1,357 @@
+r"""Score-based Langevin simulation-based inference: the estimator that composes the stages.
+
+.. math:: \nabla_u\log\pi_n(u\mid\mathbf X^*_n) \approx \sum_{k} \big[s_\phi(u, v_k(\mathbf X^*)) - h_\psi(u)\big]
+          + \nabla_u\log\pi_u(u)
+
+1. **Localization** (Sec. 3.1): minimum-distance replicates give a Gaussian proposal :math:`q`
+   over the unconstrained parameters ``u`` (:mod:`scorebayes.localize`).
+2. **Reference tables** from :math:`q` or the prior (:mod:`scorebayes.sbi.reference_tables`).
+3. **Score matching** in ``u`` on the data view of the mode (:mod:`scorebayes.sbi.views`):
+   ``"single"`` (Algorithm 3, with the debiasing network of :mod:`scorebayes.sbi.debias`),
+   ``"n"`` (Algorithm 2), ``"full"`` (one network on the whole data set) or ``"markov"``
+   (blockwise, Remark 4). The result is a
+   :class:`~scorebayes.sbi.likelihood.LearnedLikelihoodScore`, ``likelihood_``.
+4. **Langevin chains** on it (:mod:`scorebayes.sbi.sampling`), mapped back to :math:`\theta = T(u)`.
+
+Later table rounds (:meth:`ScoreLangevin.refine_proposal`, :meth:`ScoreLangevin.move_tables`) and
+local debiasing corrections (:meth:`ScoreLangevin.refine_debiasing`,
+:meth:`ScoreLangevin.refit_debiasing`) live in :mod:`scorebayes.sbi.rounds`.
+
+Example:
+    >>> import torch
+    >>> from torch.distributions import Normal
+    >>> from scorebayes.priors import independent
+    >>> from scorebayes.simulators import Simulator
+    >>> sim = Simulator(lambda th, n, g: th[:, None, :] + torch.randn(len(th), n, 1, generator=g))
+    >>> model = ScoreLangevin(independent([Normal(0.0, 3.0)]), sim, localization=Localization(enabled=False),
+    ...                       tables=Tables(num_simulations=2000), progress=False,
+    ...                       training=Training(schedule=TrainingSchedule(epochs=5),
+    ...                                         curvature_penalties=(0.0,), mean_penalties=(0.0,)))
+    >>> x_obs = 1.0 + torch.randn(50, 1, generator=torch.Generator().manual_seed(1))
+    >>> model.fit(x_obs).sample(200).draws.shape
+    torch.Size([200, 1])
+
+References:
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.distributions import Distribution
+
+from ..parallel import make_generator
+from ..posterior import Posterior
+from ..priors import ParameterSpace
+from ..proposal import GaussianProposal, PriorSampler
+from ..scores.training import TrainingSchedule, checkpointing
+from ..simulators import Simulator, as_simulator
+from . import rounds
+from .likelihood import DataSmoothing, LearnedLikelihoodScore
+from .reference_tables import TableSource, to_unconstrained
+from .sample_store import load_samples, samples_name, save_samples
+from .sampling import ChainSettings, DrawsSampler, run_chains
+from .settings import Localization, Networks, Simulation, Tables, Training, group_options
+from .views import VIEWS, view_for_mode
+
+__all__ = ["ScoreLangevin", "MODES"]
+
+MODES = tuple(VIEWS)
+
+
+class ScoreLangevin:
+    r"""Learn the likelihood score from simulations and sample the posterior by Langevin dynamics.
+
+    Arguments:
+        prior: any ``Distribution`` with event shape ``[d]`` (constrained supports are mapped
+            to :math:`\mathbb R^d`).
+        simulator: a :class:`~scorebayes.simulators.Simulator` or batched callable
+            ``simulate(theta [B, d], n, generator) -> x [B, n, p]``.
+        mode: the data view: ``"single"`` (default), ``"n"``, ``"full"`` or ``"markov"``
+            (:mod:`scorebayes.sbi.views`).
+        localization, tables, networks, training, simulation: the stages' settings
+            (:mod:`scorebayes.sbi.settings`); ``localization=False`` draws the tables from the prior.
+        weight_fn: :math:`g(\theta, X)` ``[B, d]`` for a data-dependent support (eq. 19; not with the
+            single mode's debiasing).
+        support_fn: ``support_fn(x_obs [n, p]) -> (low [d], high [d])``, the admissible box of
+            :math:`\theta` given the data; chains are reflected into it.
+        parameter_names: names of the ``d`` parameters.
+        store: a :class:`~scorebayes.store.RunStore`: the localization, table blocks, networks
+            (with epoch checkpoints) and samples are saved there and reused on a re-run.
+        device: where networks train and chains run (``"cpu"``, ``"cuda"``).
+        seed: run seed; same seed, same result.
+        progress: tqdm bars.
+
+    :meth:`from_options` takes the settings as flat keywords (``num_simulations=...``,
+    ``hidden=...``), as a config's ``[options]`` table does.
+
+    After :meth:`fit`: ``likelihood_`` (the learned likelihood score), ``proposal_``,
+    ``localization_``, ``fit_report_``, ``mean_report_``, ``simulations_`` (data sets of the
+    observed size, by stage), ``faults_``.
+    """
+
+    def __init__(self, prior: Distribution, simulator: Simulator | Callable, *, mode: str = "single",
+                 localization: Localization | bool = True, tables: Tables = Tables(),
+                 networks: Networks = Networks(), training: Training = Training(),
+                 simulation: Simulation = Simulation(),
+                 weight_fn: Callable[[Tensor, Tensor], Tensor] | None = None,
+                 support_fn: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None,
+                 parameter_names: Sequence[str] | None = None, store: Any = None,
+                 device: str | torch.device = "cpu", seed: int = 0, progress: bool = True):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if isinstance(localization, bool):
+            localization = Localization(enabled=localization)
+        if weight_fn is not None and mode == "single" and training.debias != "none":
+            raise ValueError("a weight function breaks the mean-zero property: use mode='n' "
+                             "or debias='none' (App. B.2), or noise_sd for the single-model")
+        if localization.in_support and support_fn is None:
+            raise ValueError("localize_in_support needs support_fn (the box the localization is confined to)")
+        self.prior, self.space = prior, ParameterSpace(prior)
+        self.simulator = as_simulator(simulator)
+        self.mode, self.localization = mode, localization
+        self.networks = networks.checked(self.space, mode)
+        self.view = view_for_mode(mode, networks.data_features)
+        single = mode == "single"
+        self.tables = tables
+        self.antithetic = single if tables.antithetic is None else bool(tables.antithetic)
+        # an n-model step carries batch_size * n observations: fewer data sets per step
+        self.schedule = training.schedule or (TrainingSchedule() if single else TrainingSchedule(batch_size=32))
+        self.mean_schedule = training.mean_schedule or TrainingSchedule(batch_size=32)
+        self.training = training
+        self.debias = training.debias if single else "none"
+        self.simulation, self.weight_fn, self.support_fn = simulation, weight_fn, support_fn
+        self.parameter_names = list(parameter_names) if parameter_names else None
+        self.store, self.device, self.seed, self.progress = store, torch.device(device), seed, progress
+        self.smoothing = (DataSmoothing(tables.noise_sd, tables.noise_draws, seed)
+                          if tables.noise_sd is not None else None)
+
+    @classmethod
+    def from_options(cls, prior: Distribution, simulator: Simulator | Callable, **options: Any) -> ScoreLangevin:
+        """The estimator from flat keyword settings (:func:`~scorebayes.sbi.settings.group_options`)."""
+        return cls(prior, simulator, **group_options(options))
+
+    @property
+    def likelihood_(self) -> LearnedLikelihoodScore:
+        """The learned likelihood score (after :meth:`fit`)."""
+        if "_likelihood" not in self.__dict__:
+            raise RuntimeError("call fit(x_obs) first")
+        return self.__dict__["_likelihood"]
+
+    @likelihood_.setter
+    def likelihood_(self, value: Any) -> None:
+        self.__dict__["_likelihood"] = value
+
+    @property
+    def n_obs_(self) -> int:
+        return self.likelihood_.n_obs
+
+    @property
+    def x_obs_(self) -> Tensor:
+        return self.likelihood_.x_obs
+
+    @property
+    def score_net_(self) -> Any:
+        return self.likelihood_.score_net
+
+    @property
+    def mean_net_(self) -> Any:
+        return self.likelihood_.mean_net
+
+    @property
+    def training_region_(self) -> tuple[Tensor, Tensor]:
+        return self.likelihood_.training_region
+
+    @property
+    def refinements_(self) -> list[dict]:
+        return self.likelihood_.refinements
+
+    @property
+    def noise_sd(self) -> float | None:
+        """The data smoothing's SD (of the fitted likelihood once fitted), or ``None``."""
+        smoothing = self.__dict__["_likelihood"].smoothing if "_likelihood" in self.__dict__ else self.smoothing
+        return None if smoothing is None else smoothing.sd
+
+    # --------------------------------------------------------------------- fit
+    def fit(self, x_obs: Tensor) -> ScoreLangevin:
+        r"""Localize, simulate the tables and train the networks for observed data ``x_obs [n, p]``.
+
+        With a ``store``, every training phase checkpoints after each epoch and resumes."""
+        x_obs = self._checked_data(x_obs)
+        with checkpointing(self.store, "train"):
+            start = time.perf_counter()
+            self.simulations_: dict[str, float] = {}
+            self.source_ = TableSource(self.simulator, self.space, self.simulation, smoothing=self.smoothing,
+                                       seed=self.seed, progress=self.progress, store=self.store,
+                                       n_data=len(x_obs))
+            self.faults_ = self.source_.faults
+            self.proposal_ = rounds.localized_proposal(self, x_obs)
+            rounds.first_round(self, x_obs)
+            self.fit_seconds_ = time.perf_counter() - start
+        return self
+
+    def _checked_data(self, x_obs: Tensor) -> Tensor:
+        """``x_obs`` as ``[n, p]``, checked, and a pilot simulation's shape checked against it."""
+        x_obs = torch.as_tensor(x_obs, dtype=torch.get_default_dtype())
+        if x_obs.dim() == 1:
+            x_obs = x_obs[:, None]
+        if x_obs.dim() != 2 or len(x_obs) < 1:
+            raise ValueError(f"x_obs must be [n, p], got shape {tuple(x_obs.shape)}")
+        if not torch.isfinite(x_obs).all():
+            raise ValueError("x_obs contains non-finite values")
+        self.view.check(x_obs)
+        # pilot simulation at the observed size (some simulators only make data sets of one length)
+        pilot_theta = self.space.to_constrained(torch.zeros(2, self.space.dim, dtype=torch.float64))
+        pilot = self.simulator(pilot_theta, len(x_obs), make_generator(self.seed, "pilot"))
+        if pilot.shape[-1] != x_obs.shape[-1]:
+            raise ValueError(f"the simulator returns p={pilot.shape[-1]} columns per observation but "
+                             f"the observed data have p={x_obs.shape[-1]}")
+        if self.networks.data_features is not None:  # the summaries work on a table and on the data
+            self.view.table(pilot.to(x_obs.dtype))
+            self.view.observed(x_obs)
+        if self.networks.score_views is not None:
+            from ..scores.networks import check_views
+
+            check_views(self.networks.score_views, self.space.dim, self.view.observed(x_obs).shape[-1])
+        return x_obs
+
+    # ------------------------------------------------------------ table rounds
+    def refine_proposal(self, posterior: Posterior, *, num_simulations: int | None = None,
+                        inflation: float = 1.0) -> ScoreLangevin:
+        """A table round around ``posterior`` (modes n, full, markov): :func:`scorebayes.sbi.rounds.refine_proposal`."""
+        rounds.refine_proposal(self, posterior, num_simulations=num_simulations, inflation=inflation)
+        return self
+
+    def move_tables(self, center: Tensor, sd: Tensor) -> ScoreLangevin:
+        """Redraw the single mode's tables around ``center`` (``u``): :func:`scorebayes.sbi.rounds.move_tables`."""
+        rounds.move_tables(self, center, sd)
+        return self
+
+    def refine_debiasing(self, posterior: Posterior | None = None, *, num_groups: int | None = None,
+                         group_size: int | None = None, inflation: float = 2.0) -> ScoreLangevin:
+        """New groups around ``posterior`` correct :math:`h_\\psi`: :func:`scorebayes.sbi.rounds.refine_debiasing`."""
+        rounds.refine_debiasing(self, posterior, num_groups=num_groups, group_size=group_size,
+                                inflation=inflation)
+        return self
+
+    def refit_debiasing(self, posterior: Posterior, *, bandwidth: float = 5.0) -> ScoreLangevin:
+        """The existing groups correct :math:`h_\\psi` near ``posterior``: :func:`scorebayes.sbi.rounds.refit_debiasing`."""
+        rounds.refit_debiasing(self, posterior, bandwidth=bandwidth)
+        return self
+
+    def posterior_u(self, posterior: Posterior) -> Tensor:
+        """A posterior's finite draws in ``u``, ``[S, d]`` (checks the dimension and count)."""
+        draws = torch.as_tensor(posterior.draws, dtype=torch.float64).reshape(-1, posterior.draws.shape[-1])
+        if draws.shape[-1] != self.space.dim or len(draws) < 2:
+            raise ValueError(f"posterior must hold at least 2 draws of dimension {self.space.dim}, "
+                             f"got {tuple(posterior.draws.shape)}")
+        u, keep = to_unconstrained(self.space, draws)
+        return u[keep]
+
+    # ------------------------------------------------------------------ score
+    def likelihood_score(self, u: Tensor, x_obs: Tensor | None = None, *, compiled: bool = False) -> Tensor:
+        r"""Learned :math:`\nabla_u\log p(\mathbf X^*\mid T(u))`, ``u [C, d] -> [C, d]`` (``likelihood_``)."""
+        return self.likelihood_(u, x_obs, compiled=compiled)
+
+    def chain_box(self, x_obs: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Box in ``u`` the chains are reflected in (:meth:`LearnedLikelihoodScore.chain_box`)."""
+        return self.likelihood_.chain_box(x_obs)
+
+    def noisy_copies(self) -> list[Tensor]:
+        """The data the chains condition on (:meth:`LearnedLikelihoodScore.noisy_copies`)."""
+        return self.likelihood_.noisy_copies()
+
+    # ----------------------------------------------------------------- sample
+    def sample(self, num_samples: int = 2000, *, chains: int | None = None, step_size: float | str = "auto",
+               step_size_factor: float = 0.1, burn_in: int | str = "auto", thin: int | str = "auto",
+               tempering: bool | Sequence[float] = False, steps_per_stage: int | str = "auto",
+               init: str | Posterior = "proposal", clip_norm: float | None = None, max_steps: int = 20_000,
+               compile_drift: bool = False, precondition: str | None = None, adapt_steps: int = 0,
+               reset_stragglers: bool = True, seed: int | None = None) -> Posterior:
+        r"""Run Langevin chains on the learned posterior score and return a :class:`Posterior`.
+
+        Arguments:
+            num_samples: total draws (over all chains and noise draws).
+            chains: parallel chains (default ``max(4, num_samples // 50)``), split evenly over
+                the noisy copies of the data when ``noise_sd`` is set.
+            step_size: :math:`\tau`, or ``"auto"``: :math:`\kappa/\lambda_{\max}` with
+                :math:`\kappa` = ``step_size_factor``
+                (:func:`~scorebayes.samplers.langevin.curvature_step_size`).
+            burn_in, thin, steps_per_stage: ``"auto"`` from the slowest direction's relaxation time,
+                within about ``max_steps`` steps (:func:`scorebayes.sbi.sampling.step_budget`).
+            tempering: ``True`` for likelihood weights 0.1, ..., 0.9 before :math:`t = 1`
+                (App. C.2.2), or an explicit list.
+            init: ``"proposal"`` (:math:`q`, or the prior without localization), ``"prior"``, or a
+                :class:`Posterior` to warm-start from (its draws; with ``precondition="dense"`` also
+                its covariance as the whitening).
+            clip_norm: clip the learned likelihood score to this norm.
+            compile_drift: evaluate the drift through ``torch.compile``.
+            precondition: ``"dense"`` runs the chains whitened, :math:`u = c + Lv`, from the drift's
+                curvature (:func:`~scorebayes.samplers.langevin.dense_preconditioner`).
+            adapt_steps: with ``precondition="dense"``, warm-up steps that refit the whitening to the
+                chains in windows of ratio 1:2:4 (:func:`~scorebayes.samplers.adaptation.adapt_whitening`).
+            reset_stragglers: with ``adapt_steps``, restart warm-up chains far below the others in
+                learned log-posterior (:func:`~scorebayes.samplers.adaptation.reset_stragglers`).
+            seed: default the estimator's.
+
+        Warns when over 1% of the draws lie at the edge of the trained region
+        (``info["edge_fraction"]``) and when the chains' last draws still depend on their starts
+        (``info["start_memory"]``).
+        """
+        likelihood = self.likelihood_
+        settings = _chain_settings(locals())
+        init_u = self.posterior_u(init) if isinstance(init, Posterior) else None  # checks the dimension
+        seed = self.seed if seed is None else seed
+        arguments = {**{k: v for k, v in locals().items() if k in _SAMPLE_ARGUMENTS}, "seed": seed}
+        saved_as = samples_name(arguments, likelihood) if self.store is not None else None
+        if saved_as is not None:
+            stored = load_samples(self.store, saved_as, len(likelihood.noisy_copies()))
+            if stored is not None:
+                return stored
+        if init_u is not None:
+            start_sampler = DrawsSampler(self.space.to_constrained(init_u))
+        else:
+            start_sampler = self.proposal_ if init == "proposal" else PriorSampler(self.prior)
+        names = self.parameter_names or [f"theta{k}" for k in range(self.space.dim)]
+        u_draws, info = run_chains(likelihood, start_sampler, num_samples, chains, settings, init_u=init_u,
+                                   seed=seed, progress=self.progress, names=names)
+        theta = self.space.to_constrained(u_draws.reshape(-1, u_draws.shape[-1])).reshape(u_draws.shape)
+        meta = {"method": "score-langevin", "mode": self.mode, "simulations": sum(self.simulations_.values()),
+                "simulations_by_stage": dict(self.simulations_), **info,
+                "curvature_penalty": self.fit_report_.penalty,
+                "mean_penalty": getattr(self, "mean_report_", None) and self.mean_report_.penalty}
+        posterior = Posterior(theta, names, info=meta)
+        if saved_as is not None:
+            save_samples(self.store, saved_as, posterior)
+        return posterior
+
+
+def _chain_settings(arguments: dict[str, Any]) -> ChainSettings:
+    """``sample``'s arguments checked and resolved into :class:`ChainSettings`."""
+    num_samples, init = arguments["num_samples"], arguments["init"]
+    precondition, adapt_steps = arguments["precondition"], arguments["adapt_steps"]
+    if num_samples < 1:
+        raise ValueError("num_samples must be >= 1")
+    if not isinstance(init, Posterior) and init not in ("proposal", "prior"):
+        raise ValueError(f"init must be 'proposal', 'prior' or a Posterior, got {init!r}")
+    if precondition not in (None, "dense"):
+        raise ValueError(f"precondition must be None or 'dense', got {precondition!r}")
+    if isinstance(adapt_steps, bool) or not isinstance(adapt_steps, int) or adapt_steps < 0:
+        raise ValueError(f"adapt_steps must be an integer >= 0, got {adapt_steps!r}")
+    if not isinstance(arguments["reset_stragglers"], bool):
+        raise ValueError(f"reset_stragglers must be True or False, got {arguments['reset_stragglers']!r}")
+    if adapt_steps and precondition != "dense":
+        raise ValueError("adapt_steps adapts the dense preconditioner: pass precondition='dense'")
+    tempering = arguments["tempering"]
+    stages = tuple(i / 10 for i in range(1, 10)) if tempering is True else tuple(tempering or ())
+    return ChainSettings(**{k: arguments[k] for k in ChainSettings._fields if k != "stages"}, stages=stages)
+
+
+#: the arguments of ScoreLangevin.sample that name its samples in a run store
+_SAMPLE_ARGUMENTS = tuple(p for p in inspect.signature(ScoreLangevin.sample).parameters if p != "self")

@@ -1,0 +1,83 @@
+r"""Reference tables for the Langevin-SBI estimator, in the unconstrained parameters ``u``.
+
+A table is ``num`` parameters drawn from a proposal (the localized :math:`q`, the prior, or a
+later round's proposal) with ``n_obs`` simulated observations each:
+:math:`\mathcal D^S` (``n_obs = 1``), :math:`\mathcal D^R` (``n_obs = m_R``) or whole data sets
+(``n_obs = n``). :class:`TableSource` draws them through
+:func:`scorebayes.tables.simulate_table` (seeded blocks, an executor, a resumable run store,
+fault handling), maps the parameters to ``u``, drops rows whose ``u`` is not finite, smooths the
+data if asked, and counts the cost and the faults.
+
+References:
+    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..antithetic import AntitheticProposal, CommonRandomPairs
+from ..priors import ParameterSpace
+from ..simulators import Simulator
+from ..tables import simulate_table
+from .likelihood import DataSmoothing
+from .settings import Simulation
+
+__all__ = ["TableSource", "to_unconstrained"]
+
+
+def to_unconstrained(space: ParameterSpace, theta: Tensor) -> tuple[Tensor, Tensor]:
+    """``theta [N, d]`` -> ``(u [N, d] float64, finite [N] bool)``."""
+    u = space.to_unconstrained(theta.to(torch.float64))
+    return u, torch.isfinite(u).all(1)
+
+
+class TableSource:
+    """Draws the estimator's tables; ``faults`` adds up failed, non-finite and resumed simulations.
+
+    Arguments:
+        simulator: the model's :class:`~scorebayes.simulators.Simulator`.
+        space: the prior's parameter space.
+        simulation: executor, block size and fault handling.
+        smoothing: data smoothing applied to every table (keyed by the table's tag), or ``None``.
+        seed, progress, store: the run seed, progress bars and the run store of resumable blocks.
+        n_data: the observed data set's size (the unit a table's cost is counted in).
+    """
+
+    def __init__(self, simulator: Simulator, space: ParameterSpace, simulation: Simulation, *,
+                 smoothing: DataSmoothing | None, seed: int, progress: bool, store: Any, n_data: int):
+        self.simulator, self.space, self.simulation = simulator, space, simulation
+        self.smoothing, self.seed, self.progress, self.store = smoothing, seed, progress, store
+        self.n_data = n_data
+        self.faults: dict[str, float] = {"failed": 0, "nonfinite": 0, "resumed": 0.0}
+
+    def draw(self, sampler: Any, num: int, n_obs: int, tag: str, *,
+             paired: bool = False) -> tuple[Tensor, Tensor, float]:
+        """``num`` rows from ``sampler`` with ``n_obs`` observations each.
+
+        ``paired``: mirrored parameter pairs sharing their random numbers (:mod:`scorebayes.antithetic`).
+
+        Returns:
+            ``(u [N', d], x [N', n_obs, p], cost)``: the rows with finite ``u`` and the cost in
+            simulated data sets of the observed size.
+        """
+        simulator = self.simulator
+        if paired:
+            sampler = AntitheticProposal(sampler)
+            simulator = Simulator(CommonRandomPairs(self.simulator), validate=False)
+        s = self.simulation
+        table = simulate_table(simulator, sampler, num, n_obs, seed=self.seed, tag=tag,
+                               block_size=s.block_size, n_data=self.n_data, executor=s.executor,
+                               progress=self.progress, store=self.store,
+                               on_simulator_error=s.on_simulator_error,
+                               max_failure_fraction=s.max_failure_fraction, retries=s.retries)
+        for key, value in (("failed", table.failed), ("nonfinite", table.nonfinite),
+                           ("resumed", table.resumed)):
+            self.faults[key] += value
+        u, keep = to_unconstrained(self.space, table.theta)
+        x = table.x if self.smoothing is None else self.smoothing(table.x, tag)
+        # all rows kept: no copy (a memory-mapped table stays mapped)
+        return u[keep], (x if bool(keep.all()) else x[keep]), float(table.simulations)

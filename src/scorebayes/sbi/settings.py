@@ -1,0 +1,251 @@
+r"""Settings of the Langevin-SBI estimator, grouped by the stage they configure.
+
+Each group is a small frozen dataclass that checks its values when it is built, so a bad
+setting is refused before any simulation. :class:`~scorebayes.sbi.estimator.ScoreLangevin` takes
+one of each (defaults in its signature); :func:`group_options` maps the flat keyword names of the
+command line's ``[options]`` table (``num_simulations = 2000``, ``hidden = [64, 64]``, ...) onto
+them.
+
+Example:
+    >>> Tables(num_simulations=500).num_simulations
+    500
+    >>> sorted(group_options({"hidden": (32,), "num_simulations": 500}))
+    ['networks', 'tables']
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from torch import Tensor, nn
+
+from ..priors import ParameterSpace
+from ..scores.coordinates import ConstrainedMeanNet, ConstrainedScoreNet, check_elementwise
+from ..scores.networks import (CoordinateViewScoreNet, CrossFitMean, MeanNet, ScoreNet, check_embedding,
+                              check_tied, check_views)
+from ..scores.training import TrainingSchedule
+from ..tables import FAULT_MODES
+
+__all__ = ["Localization", "Tables", "Networks", "Training", "Simulation", "OPTION_GROUPS",
+           "group_options"]
+
+NETWORK_COORDINATES = ("unconstrained", "constrained")
+DEBIAS = ("debias", "a1", "a2", "none")
+
+
+@dataclass(frozen=True)
+class Localization:
+    r"""Where the tables' parameters come from (Sec. 3.1 of Jiang, Wang and Yang, 2025).
+
+    Arguments:
+        enabled: draw the tables from the localized proposal :math:`q` (minimum-distance
+            replicates, :func:`scorebayes.localize.localize`) or, if ``False``, from the prior.
+        options: keyword arguments of :func:`scorebayes.localize.localize`.
+        in_support: confine the localization to ``support_fn(x_obs)`` (needs ``support_fn``).
+        inflation: factor on :math:`q`'s standard deviations; a proposal about twice the
+            localization spread keeps the :math:`s^\top\nabla\log q` noise of the loss down and
+            covers the posterior's tails (1.0 is the paper's :math:`q`).
+    """
+
+    enabled: bool = True
+    options: dict[str, Any] = field(default_factory=dict)
+    in_support: bool = False
+    inflation: float = 2.0
+
+    def __post_init__(self):
+        if not self.inflation > 0:
+            raise ValueError(f"proposal_inflation must be positive, got {self.inflation}")
+        if self.in_support and "support" in self.options:
+            raise ValueError("give the localization's support either as localization['support'] or "
+                             "by localize_in_support, not both")
+
+
+@dataclass(frozen=True)
+class Tables:
+    r"""Sizes and sampling of the reference tables.
+
+    Arguments:
+        num_simulations: rows of the main table: :math:`N` single observations (mode
+            ``"single"``, default 20,000) or :math:`N` data sets (other modes, default 2,000).
+        num_groups, group_size: :math:`N_R` and :math:`m_R` of :math:`\mathcal D^R` (single
+            mode; ``group_size`` defaults to :math:`\min(1000, \max(100, n))`).
+        antithetic: mirrored parameter pairs with common random numbers in the main table
+            (:mod:`scorebayes.antithetic`); ``None``: on in single mode only.
+        noise_sd, noise_draws: Gaussian data smoothing :math:`\sigma_\varepsilon` added to every
+            simulated and observed data point, and the number of noisy copies of the observed
+            data the chains condition on.
+    """
+
+    num_simulations: int | None = None
+    num_groups: int = 2000
+    group_size: int | None = None
+    antithetic: bool | None = None
+    noise_sd: float | None = None
+    noise_draws: int = 3
+
+    def __post_init__(self):
+        if self.noise_sd is not None and not self.noise_sd > 0:
+            raise ValueError(f"noise_sd must be positive, got {self.noise_sd}")
+
+
+@dataclass(frozen=True)
+class Networks:
+    r"""Architecture of the score and debiasing networks.
+
+    Arguments:
+        hidden, activation: hidden widths and activation of every MLP.
+        score_views: ``d`` index lists into the network's data input: parameter ``j``'s score is a
+            network of its own that sees all of :math:`\theta` and only those inputs
+            (:class:`~scorebayes.scores.networks.CoordinateViewScoreNet`). ``None``: one network
+            sees everything. Not in single mode (the debiasing net has no data view).
+        tied_views: groups of exchangeable parameters whose view networks are one network.
+        shared_embedding: width of one embedding of the whole data view appended to every view.
+        data_features: ``data_features(view [..., p]) -> [..., k]`` summaries appended to the
+            network's view of every data set (simulated and observed), row by row.
+        coordinates: ``"unconstrained"`` (networks take :math:`u`) or ``"constrained"`` (they take
+            :math:`\theta = T(u)`; outputs mapped to :math:`u` by the diagonal Jacobian).
+    """
+
+    hidden: tuple[int, ...] = (64, 64)
+    activation: str = "elu"
+    score_views: Sequence[Sequence[int]] | None = None
+    tied_views: Sequence[Sequence[int]] = ()
+    shared_embedding: int = 0
+    data_features: Callable[[Tensor], Tensor] | None = None
+    coordinates: str = "unconstrained"
+
+    def __post_init__(self):
+        object.__setattr__(self, "hidden", tuple(self.hidden))
+        if self.coordinates not in NETWORK_COORDINATES:
+            raise ValueError(f"network_coordinates must be one of {NETWORK_COORDINATES}, got "
+                             f"{self.coordinates!r}")
+        if self.data_features is not None and not callable(self.data_features):
+            raise TypeError(f"data_features must be a function of the network's view, got {self.data_features!r}")
+        if self.tied_views and self.score_views is None:
+            raise ValueError("tied_views ties per-parameter networks: it needs score_views")
+        if self.shared_embedding and self.score_views is None:
+            raise ValueError("shared_embedding is appended to per-parameter views: it needs score_views "
+                             "(without views one network already sees all of the data)")
+
+    def checked(self, space: ParameterSpace, mode: str) -> Networks:
+        """These settings with the views checked against the parameters' dimension and ``mode``."""
+        if self.coordinates == "constrained":
+            check_elementwise(space)  # before any simulation
+        if self.score_views is None:
+            return self
+        if mode == "single":
+            raise ValueError("score_views needs mode 'n', 'full' or 'markov' (the single-model's "
+                             "debiasing network h(theta) has no data view)")
+        views = check_views(self.score_views, space.dim)
+        tied = check_tied(self.tied_views, views) if self.tied_views else []
+        return replace(self, score_views=views, tied_views=tied,
+                       shared_embedding=check_embedding(self.shared_embedding, tied))
+
+    def _in_coordinates(self, space: ParameterSpace, net: nn.Module, wrapper: type[nn.Module]) -> nn.Module:
+        return wrapper(space, net) if self.coordinates == "constrained" else net
+
+    def score_network(self, space: ParameterSpace, p_net: int) -> nn.Module:
+        """A fresh score network ``s(u [*, d], x [*, p_net]) -> [*, d]`` (from the torch RNG)."""
+        if self.score_views is None:
+            net = ScoreNet(space.dim, p_net, self.hidden, self.activation)
+        else:
+            net = CoordinateViewScoreNet(space.dim, p_net, self.score_views, self.hidden, self.activation,
+                                         tied=self.tied_views, embedding=self.shared_embedding)
+        return self._in_coordinates(space, net, ConstrainedScoreNet)
+
+    def mean_network(self, space: ParameterSpace, members: int) -> CrossFitMean:
+        """A fresh debiasing network :math:`h(u)`: ``members`` cross-fitted MLPs, averaged."""
+        return CrossFitMean([self._in_coordinates(space, MeanNet(space.dim, self.hidden, self.activation),
+                                                  ConstrainedMeanNet) for _ in range(members)])
+
+
+@dataclass(frozen=True)
+class Training:
+    r"""Training of the score network and the debiasing network.
+
+    Arguments:
+        schedule, mean_schedule: :class:`~scorebayes.scores.training.TrainingSchedule` of the score
+            and mean networks (``None``: defaults, with 32 data sets a batch outside single mode).
+        curvature_penalties: :math:`\lambda_1` grid, chosen on validation.
+        mean_penalties: :math:`\lambda_2` grid of the debiasing network.
+        debias: ``"debias"`` (Algorithm 3), ``"a1"``, ``"a2"`` (App. B.5) or ``"none"``.
+        cross_fit: fit the debiasing network on each half of :math:`\mathcal D^R` and average.
+    """
+
+    schedule: TrainingSchedule | None = None
+    mean_schedule: TrainingSchedule | None = None
+    curvature_penalties: tuple[float, ...] = (0.0, 1e-3, 1e-1)
+    mean_penalties: tuple[float, ...] = (0.0, 1e-3, 1e-1)
+    debias: str = "debias"
+    cross_fit: bool = True
+
+    def __post_init__(self):
+        if self.debias not in DEBIAS:
+            raise ValueError(f"debias must be 'debias', 'a1', 'a2' or 'none', got {self.debias!r}")
+        for name in ("curvature_penalties", "mean_penalties"):
+            grid = getattr(self, name)
+            if not len(grid) or any((not math.isfinite(v)) or v < 0 for v in grid):
+                raise ValueError(f"{name} must be a non-empty list of non-negative numbers")
+            object.__setattr__(self, name, tuple(float(v) for v in grid))
+        object.__setattr__(self, "cross_fit", bool(self.cross_fit))
+
+
+@dataclass(frozen=True)
+class Simulation:
+    r"""How the simulations run (:func:`scorebayes.tables.simulate_table`).
+
+    Arguments:
+        executor: a ``concurrent.futures.Executor`` (process pool, Dask), or in-process.
+        block_size: parameters per seeded block (the unit of resumption and parallelism).
+        on_simulator_error, max_failure_fraction, retries: fault handling of failed or non-finite
+            simulations.
+    """
+
+    executor: Executor | None = None
+    block_size: int = 256
+    on_simulator_error: str = "raise"
+    max_failure_fraction: float = 0.1
+    retries: int = 3
+
+    def __post_init__(self):
+        if self.on_simulator_error not in FAULT_MODES:
+            raise ValueError(f"on_simulator_error must be one of {FAULT_MODES}, got "
+                             f"{self.on_simulator_error!r}")
+        object.__setattr__(self, "max_failure_fraction", float(self.max_failure_fraction))
+
+
+#: flat option name -> (group argument of ScoreLangevin, field of that group)
+OPTION_GROUPS: dict[str, tuple[str, str]] = {
+    "localize": ("localization", "enabled"), "localization": ("localization", "options"),
+    "localize_in_support": ("localization", "in_support"),
+    "proposal_inflation": ("localization", "inflation"),
+    **{name: ("tables", name) for name in (f.name for f in fields(Tables))},
+    **{name: ("networks", name) for name in ("hidden", "activation", "score_views", "tied_views",
+                                             "shared_embedding", "data_features")},
+    "network_coordinates": ("networks", "coordinates"),
+    **{name: ("training", name) for name in (f.name for f in fields(Training))},
+    **{name: ("simulation", name) for name in (f.name for f in fields(Simulation))},
+}
+GROUPS = {"localization": Localization, "tables": Tables, "networks": Networks, "training": Training,
+          "simulation": Simulation}
+
+
+def group_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Flat option names (as in a config's ``[options]``) -> the grouped settings objects.
+
+    Names that are not settings of a group (``mode``, ``seed``, ``store``, ...) pass through.
+    ``localization`` given as a dict is the localization's options; ``localize`` its switch.
+    """
+    grouped: dict[str, dict[str, Any]] = {}
+    rest: dict[str, Any] = {}
+    for name, value in options.items():
+        if name in OPTION_GROUPS:
+            group, key = OPTION_GROUPS[name]
+            grouped.setdefault(group, {})[key] = dict(value or {}) if key == "options" else value
+        else:
+            rest[name] = value
+    return {**rest, **{group: GROUPS[group](**values) for group, values in grouped.items()}}
