@@ -33,6 +33,7 @@ from ..tables import simulate_block
 
 __all__ = [
     "as_observed",
+    "check_integers",
     "seed_from",
     "importance_weights",
     "pareto_smooth",
@@ -50,6 +51,15 @@ __all__ = [
 def seed_from(generator: torch.Generator | None) -> int:
     """An integer run seed drawn from ``generator`` (for per-block derived seeds)."""
     return int(torch.randint(0, 2**62, (1,), generator=generator).item())
+
+
+def check_integers(*checks: tuple[str, Any, int], positive: bool = False) -> None:
+    """Refuse the first ``(label, value, low)`` whose value is not an integer ``>= low`` (bools
+    are refused): "must be an integer >= low", or "must be a positive integer" if ``positive``."""
+    for label, value, low in checks:
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            what = "a positive integer" if positive else f"an integer >= {low}"
+            raise ValueError(f"{label} must be {what}, got {value!r}")
 
 
 def as_observed(x_obs: Any) -> Tensor:
@@ -207,9 +217,7 @@ def simulate_reduced(
     Returns:
         ``theta [num, d]`` float64 and ``reducer`` outputs ``[num, ...]``.
     """
-    for name, value in (("block_size", block_size), ("chunk_size", chunk_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    check_integers(("block_size", block_size, 1), ("chunk_size", chunk_size, 1), positive=True)
     simulator = as_simulator(simulator)
     num_blocks = math.ceil(num / block_size)
     per_task = max(1, math.ceil(chunk_size / block_size))

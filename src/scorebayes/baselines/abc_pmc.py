@@ -49,112 +49,43 @@ References:
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 from torch.distributions import Distribution
 
-from ..parallel import check_picklable, make_generator, map_units
+from ..parallel import check_picklable
 from ..posterior import Posterior
 from ..priors import ParameterSpace
 from ..priors import sample as sample_prior
-from ._common import as_observed, kish_ess, pareto_smooth, resume_checkpoint, seed_from
+from ._common import as_observed, check_integers, kish_ess, pareto_smooth, resume_checkpoint, seed_from
+from .pmc_rounds import (PMCSettings, StudentProposal, SummaryTask, checked_summaries, delete_round_blocks,
+                         log_prior_over_mixture, nearest, regression_adjust, simulate_round)
 
 __all__ = ["abc_pmc", "StudentProposal"]
 
 
-class StudentProposal:
-    r"""Multivariate Student :math:`t_\nu` in ``u`` fitted to weighted draws ``[N, d]``: located at
-    their weighted mean, scale matrix ``inflation`` times their weighted covariance. Heavier-tailed
-    than a Gaussian prior in ``u``, so :math:`\pi_u/q` stays bounded in the tails."""
+@dataclass
+class _Pool:
+    r"""The pooled rows of all rounds so far (``u`` unconstrained, ``t`` summaries), the latest
+    round's rows (they set the metric), the proposals :math:`q_1, q_2, \dots` and the per-round
+    ``epsilon`` / ``ess`` / ``k_hat``; ``done`` rounds were restored from a checkpoint when
+    ``resumed``, ``reused_rows`` rows from the blocks of a round that failed."""
 
-    def __init__(self, draws: Tensor, weights: Tensor, *, df: int = 4, inflation: float = 2.0):
-        w = weights / weights.sum()
-        self.loc = (w[:, None] * draws).sum(0)
-        centred = draws - self.loc
-        cov = (w[:, None] * centred).T @ centred
-        d = draws.shape[1]
-        jitter = 1e-9 * float(cov.diagonal().mean().clamp_min(1e-12)) * torch.eye(d, dtype=draws.dtype)
-        self.tril = torch.linalg.cholesky(inflation * cov + jitter)
-        self.df = int(df)
-
-    @classmethod
-    def from_state(cls, state: dict[str, Any]) -> StudentProposal:
-        """The proposal saved by :meth:`state` (a checkpoint)."""
-        proposal = cls.__new__(cls)
-        proposal.loc, proposal.tril, proposal.df = state["loc"], state["tril"], int(state["df"])
-        return proposal
-
-    def state(self) -> dict[str, Any]:
-        return {"loc": self.loc, "tril": self.tril, "df": self.df}
-
-    def sample(self, num: int, generator: torch.Generator | None = None) -> Tensor:
-        d = len(self.loc)
-        z = torch.randn(num, d, generator=generator, dtype=self.loc.dtype)
-        chi2 = torch.randn(num, self.df, generator=generator, dtype=self.loc.dtype).pow(2).sum(1)
-        return self.loc + (z @ self.tril.T) / (chi2[:, None] / self.df).sqrt()
-
-    def log_prob(self, u: Tensor) -> Tensor:
-        d, nu = len(self.loc), self.df
-        delta2 = torch.linalg.solve_triangular(self.tril, (u - self.loc).T, upper=False).pow(2).sum(0)
-        return (math.lgamma((nu + d) / 2) - math.lgamma(nu / 2) - d / 2 * math.log(nu * math.pi)
-                - self.tril.diagonal().log().sum() - (nu + d) / 2 * torch.log1p(delta2 / nu))
-
-
-def _nearest(t: Tensor, t_obs: Tensor, precision: Tensor, k: int) -> tuple[Tensor, Tensor, float]:
-    """The ``k`` rows of ``t [N, s]`` nearest ``t_obs`` -> (indices [k], kernel weights [k], eps)."""
-    diff = t - t_obs
-    rho = ((diff @ precision) * diff).sum(-1)
-    rho_k, idx = torch.topk(rho, k + 1, largest=False)
-    eps = float(rho_k[-1])
-    kernel = (1 - rho_k[:-1] / eps) if eps > 0 else torch.ones(k, dtype=t.dtype)
-    return idx[:-1], kernel, eps
-
-
-def _summaries(summary: Callable[[Tensor], Tensor], x: Tensor, size: int, where: str) -> Tensor:
-    return _checked(summary(x), len(x), size, where)
-
-
-def _checked(t: Any, rows: int, size: int, where: str) -> Tensor:
-    """``t`` as float64 ``[rows, size]`` (``size`` 0: any), or a ValueError naming ``where``."""
-    if not isinstance(t, Tensor) or t.dim() != 2 or t.shape[0] != rows:
-        raise ValueError(f"summary must map x [B, n, p] to t [B, s]; on {where} it returned "
-                         f"{tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__}")
-    if size and t.shape[1] != size:
-        raise ValueError(f"summary returned {t.shape[1]} statistics on {where}, {size} on the observed data")
-    return t.to(torch.float64)
-
-
-def _block_name(r: int, b: int, part: str) -> str:
-    return f"abc_pmc/blocks/round{r:03d}_block{b:06d}_{part}"
-
-
-def _load_block(store: Any, r: int, b: int, theta: Tensor) -> Tensor | None:
-    """Block ``b`` of round ``r``'s saved summaries, if saved for these parameters ``theta``
-    (equal up to rounding: a resumed round redraws them from reloaded arrays), else None."""
-    if store is None or not all(store.has_array(_block_name(r, b, part)) for part in ("theta", "t")):
-        return None
-    saved_theta = torch.from_numpy(store.load_array(_block_name(r, b, "theta"), mmap=False))
-    if saved_theta.shape != theta.shape or not torch.allclose(saved_theta, theta, rtol=1e-10, atol=0):
-        return None  # another round's draws (a run given other settings is refused before this)
-    return torch.from_numpy(store.load_array(_block_name(r, b, "t"), mmap=False))
-
-
-class _SummaryTask:
-    """Simulate one block of given parameters and return its summaries (picklable, for executors)."""
-
-    def __init__(self, simulator: Any, summary: Callable[[Tensor], Tensor], n: int, seed: int):
-        self.simulator, self.summary, self.n, self.seed = simulator, summary, n, seed
-
-    def __call__(self, unit: tuple[int, int, Tensor]) -> Tensor:
-        r, block, theta = unit
-        x = self.simulator(theta, self.n, make_generator(self.seed, "abc_pmc", r, block))
-        return torch.as_tensor(self.summary(x))
+    u: Tensor
+    t: Tensor
+    latest: Tensor
+    latest_u: Tensor
+    proposals: list[StudentProposal]
+    history: list[dict[str, float]]
+    done: int
+    resumed: bool
+    reused_rows: int
 
 
 def abc_pmc(
@@ -229,14 +160,36 @@ def abc_pmc(
             stop the run with the count.
     """
     start = time.perf_counter()
+    run, g = _settings(x_obs, prior, simulator, summary, rounds=rounds, simulations_per_round=simulations_per_round,
+                       k=k, adjust=adjust, metric=metric, sampler=sampler, store=store, block_size=block_size,
+                       executor=executor, generator=generator, progress=progress)
+    pool = _start_or_resume(run, prior, g)
+    idx, w, eps, k_hat = _keep(run, pool)
+    if not pool.resumed:
+        pool.history.append({"epsilon": eps, "ess": kish_ess(w, run.k), "k_hat": k_hat})
+        _checkpoint(run, pool, g, 0)
+    from tqdm.auto import tqdm
+
+    for r in tqdm(range(pool.done + 1, run.rounds + 1), desc="ABC-PMC rounds", disable=not progress):
+        idx, w, eps, k_hat = _round(run, pool, g, r, idx, w)
+    u_kept = pool.u[idx]
+    if run.adjust:
+        u_kept = regression_adjust(u_kept, pool.t[idx], run.t_obs, w)
+    return Posterior(run.space.to_constrained(u_kept), names, weights=w,
+                     info=_info(run, pool, eps, k_hat, time.perf_counter() - start))
+
+
+def _settings(x_obs: Tensor, prior: Distribution, simulator: Any, summary: Callable[[Tensor], Tensor], *,
+              rounds: int, simulations_per_round: int, k: int, adjust: bool, metric: str, sampler: Any,
+              store: Any, block_size: int, executor: Executor | None, generator: torch.Generator | None,
+              progress: bool) -> tuple[PMCSettings, torch.Generator]:
+    """Check every setting, the summary of ``x_obs`` and a two-row probe of the simulator (before
+    any round); return the settings and the run's generator (the probe has drawn from it)."""
     x_obs = as_observed(x_obs)
-    for label, value, low in (("rounds", rounds, 1), ("simulations_per_round", simulations_per_round, 20)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{label} must be an integer >= {low}, got {value!r}")
+    check_integers(("rounds", rounds, 1), ("simulations_per_round", simulations_per_round, 20))
     if isinstance(k, bool) or not isinstance(k, int) or not 10 <= k < simulations_per_round:
         raise ValueError(f"k must be an integer in [10, simulations_per_round={simulations_per_round}), got {k!r}")
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+    check_integers(("block_size", block_size, 1), positive=True)
     if metric not in ("residual", "spread"):
         raise ValueError(f"metric must be 'residual' or 'spread', got {metric!r}")
     if not callable(simulator) or not callable(summary):
@@ -247,134 +200,114 @@ def abc_pmc(
                         f"got {type(sampler).__name__}")
     space = ParameterSpace(prior)
     d, n = space.dim, x_obs.shape[0]
-    t_obs = _summaries(summary, x_obs[None], 0, "the observed data")[0]
+    t_obs = checked_summaries(summary(x_obs[None]), 1, 0, "the observed data")[0]
     if not torch.isfinite(t_obs).all():
         raise ValueError("the summary of the observed data has non-finite values")
     seed = seed_from(generator)
     g = torch.Generator().manual_seed(seed)
-    task = _SummaryTask(simulator, summary, n, seed)
+    task = SummaryTask(simulator, summary, n, seed)
     if executor is not None:
         check_picklable(task, "simulator or summary")
     probe = simulator(sample_prior(prior, 2, generator=g).to(torch.float64), n, g)
     if not isinstance(probe, Tensor) or probe.shape[:2] != (2, n) or probe.shape[2:] != x_obs.shape[1:]:
         raise ValueError(f"simulator must return x [B, n={n}, p={x_obs.shape[1]}] for theta [B, {d}], got "
                          f"{tuple(probe.shape) if isinstance(probe, Tensor) else type(probe).__name__}")
-    _summaries(summary, probe, len(t_obs), "simulated data")
+    checked_summaries(summary(probe), len(probe), len(t_obs), "simulated data")
+    return PMCSettings(space=space, t_obs=t_obs, seed=seed, task=task, rounds=rounds,
+                       simulations_per_round=simulations_per_round, k=k, adjust=adjust, metric=metric,
+                       sampler=sampler, store=store, block_size=block_size, executor=executor,
+                       progress=progress), g
 
-    resumed_rows = 0
 
-    def simulate(u: Tensor, r: int) -> Tensor:
-        nonlocal resumed_rows
-        blocks = space.to_constrained(u).split(block_size)
-        parts = [_load_block(store, r, b, block) for b, block in enumerate(blocks)]
-        resumed_rows += sum(len(block) for block, part in zip(blocks, parts) if part is not None)
-        todo = [b for b, part in enumerate(parts) if part is None]
-
-        def collect(i: int, t: Tensor) -> None:  # checked and saved as it arrives
-            b = todo[i]
-            parts[b] = _checked(t, len(blocks[b]), len(t_obs), f"round {r}'s simulations (block {b})")
-            if store is not None:
-                store.save_array(_block_name(r, b, "theta"), blocks[b])
-                store.save_array(_block_name(r, b, "t"), parts[b])
-
-        map_units(task, [(r, b, blocks[b]) for b in todo], executor=executor, on_result=collect,
-                  progress=progress and len(todo) > 1, desc=f"round {r}'s blocks")
-        t = torch.cat(parts)
-        bad = ~torch.isfinite(t).all(1)
-        if bad.all():
-            raise ValueError(f"every summary of round {r} is non-finite")
-        t[bad] = math.inf  # never among the nearest
-        return t
-
-    log_q0 = space.log_prob_unconstrained if sampler is None else sampler.log_prob_unconstrained
-    recipe = {"simulations_per_round": simulations_per_round, "k": k, "metric": metric, "seed": seed,
-              "localized": sampler is not None, "t_obs": t_obs.tolist(), "d": d,
-              "block_size": block_size}
-    saved = resume_checkpoint(store, "abc_pmc", "an abc_pmc pool", recipe, "pool")
+def _start_or_resume(run: PMCSettings, prior: Distribution, g: torch.Generator) -> _Pool:
+    """The pool after the last round checkpointed in ``run.store`` (its recipe checked), or after
+    round 0's simulations from the prior or ``run.sampler``."""
+    recipe = {"simulations_per_round": run.simulations_per_round, "k": run.k, "metric": run.metric,
+              "seed": run.seed, "localized": run.sampler is not None, "t_obs": run.t_obs.tolist(),
+              "d": run.space.dim, "block_size": run.block_size}
+    saved = resume_checkpoint(run.store, "abc_pmc", "an abc_pmc pool", recipe, "pool")
     if saved is None:
-        first = (sample_prior(prior, simulations_per_round, generator=g) if sampler is None
-                 else sampler.sample(simulations_per_round, g))
-        u_pool = space.to_unconstrained(first.to(torch.float64))
-        t_pool = simulate(u_pool, 0)
-        proposals: list[StudentProposal] = []
-        history: list[dict[str, float]] = []
-        latest, latest_u = t_pool, u_pool
-        done = 0
+        num = run.simulations_per_round
+        first = sample_prior(prior, num, generator=g) if run.sampler is None else run.sampler.sample(num, g)
+        u = run.space.to_unconstrained(first.to(torch.float64))
+        t, reused = simulate_round(run, u, 0)
+        return _Pool(u=u, t=t, latest=t, latest_u=u, proposals=[], history=[], done=0, resumed=False,
+                     reused_rows=reused)
+    done = int(saved["round"])
+    pool = _Pool(u=saved["u_pool"], t=saved["t_pool"], latest=saved["latest"], latest_u=saved["latest_u"],
+                 proposals=[StudentProposal.from_state(state) for state in saved["proposals"]],
+                 history=list(saved["history"]), done=done, resumed=True, reused_rows=0)
+    if done > run.rounds:
+        raise ValueError(f"{run.store.path} holds {done} rounds, more than rounds={run.rounds}; ask for "
+                         f"rounds >= {done} or start over (fresh=True)")
+    g.set_state(saved["generator"])
+    return pool
+
+
+def _checkpoint(run: PMCSettings, pool: _Pool, g: torch.Generator, r: int) -> None:
+    """Save the pool after round ``r`` (then its blocks are no longer needed)."""
+    if run.store is not None:
+        run.store.save_checkpoint("abc_pmc/pool", {
+            "round": r, "u_pool": pool.u, "t_pool": pool.t, "latest": pool.latest, "latest_u": pool.latest_u,
+            "proposals": [p.state() for p in pool.proposals], "history": pool.history,
+            "generator": g.get_state()})
+        delete_round_blocks(run, r)
+
+
+def _keep(run: PMCSettings, pool: _Pool) -> tuple[Tensor, Tensor, float, float | None]:
+    """The ``k`` pooled rows nearest ``t_obs`` in the latest round's metric: (indices, weights,
+    epsilon, PSIS k-hat), the weights kernel times pi_u / q-bar once a proposal is not the prior."""
+    k, t_obs = run.k, run.t_obs
+    usable = int(torch.isfinite(pool.t).all(1).sum())
+    if usable <= k:
+        raise ValueError(f"only {usable} of {len(pool.t)} simulated summaries are finite, k = {k} are kept")
+    ok = torch.isfinite(pool.latest).all(1)
+    finite = pool.latest[ok]
+    if run.metric == "residual" and len(finite) > 2 * (run.space.dim + 1):
+        design = torch.cat([torch.ones(len(finite), 1, dtype=torch.float64), pool.latest_u[ok]], 1)
+        finite = finite - design @ torch.linalg.lstsq(design, finite).solution
+    cov = torch.cov(finite.T).reshape(len(t_obs), len(t_obs)) if len(finite) > 1 else torch.eye(len(t_obs))
+    cov = cov + 1e-9 * float(cov.diagonal().mean().clamp_min(1e-12)) * torch.eye(len(t_obs), dtype=cov.dtype)
+    idx, kernel, eps = nearest(pool.t, t_obs, torch.linalg.inv(cov), k)
+    if pool.proposals or run.sampler is not None:
+        log_ratio = log_prior_over_mixture(run, pool.proposals, pool.u[idx])
+        w, k_hat = pareto_smooth(torch.softmax(kernel.log() + log_ratio, 0))
     else:
-        u_pool, t_pool, latest, latest_u = saved["u_pool"], saved["t_pool"], saved["latest"], saved["latest_u"]
-        proposals = [StudentProposal.from_state(state) for state in saved["proposals"]]
-        history, done = list(saved["history"]), int(saved["round"])
-        if done > rounds:
-            raise ValueError(f"{store.path} holds {done} rounds, more than rounds={rounds}; ask for "
-                             f"rounds >= {done} or start over (fresh=True)")
-        g.set_state(saved["generator"])
+        w, k_hat = kernel / kernel.sum(), None
+    return idx, w, eps, k_hat
 
-    def checkpoint(r: int) -> None:
-        if store is not None:
-            store.save_checkpoint("abc_pmc/pool", {
-                "round": r, "u_pool": u_pool, "t_pool": t_pool, "latest": latest, "latest_u": latest_u,
-                "proposals": [p.state() for p in proposals], "history": history, "generator": g.get_state()})
-            for b in range(math.ceil(simulations_per_round / block_size)):  # now in the pool
-                for part in ("theta", "t"):
-                    store.delete_array(_block_name(r, b, part))
 
-    def log_ratio(u: Tensor) -> Tensor:  # log pi_u - log of the deterministic mixture of all rounds
-        log_pi = space.log_prob_unconstrained(u)
-        log_q = torch.stack([log_pi if sampler is None else log_q0(u).to(torch.float64)]
-                            + [p.log_prob(u) for p in proposals])
-        return log_pi - (torch.logsumexp(log_q, 0) - math.log(len(log_q)))
+def _round(run: PMCSettings, pool: _Pool, g: torch.Generator, r: int, idx: Tensor,
+           w: Tensor) -> tuple[Tensor, Tensor, float, float | None]:
+    """Adaptive round ``r``: fit q_r to the kept rows ``idx`` (weights ``w``), simulate from it,
+    pool, keep and checkpoint; returns the new kept rows as :func:`_keep` does."""
+    positive = w > 0
+    pool.proposals.append(StudentProposal(pool.u[idx][positive], w[positive]))
+    u_new = pool.proposals[-1].sample(run.simulations_per_round, g)
+    t_new, reused = simulate_round(run, u_new, r)
+    pool.reused_rows += reused
+    pool.latest, pool.latest_u = t_new, u_new
+    pool.u, pool.t = torch.cat([pool.u, u_new]), torch.cat([pool.t, t_new])
+    idx, w, eps, k_hat = _keep(run, pool)
+    pool.history.append({"epsilon": eps, "ess": kish_ess(w, run.k), "k_hat": k_hat})
+    _checkpoint(run, pool, g, r)
+    return idx, w, eps, k_hat
 
-    def keep() -> tuple[Tensor, Tensor, float, float | None]:
-        usable = int(torch.isfinite(t_pool).all(1).sum())
-        if usable <= k:
-            raise ValueError(f"only {usable} of {len(t_pool)} simulated summaries are finite, k = {k} are kept")
-        ok = torch.isfinite(latest).all(1)
-        finite = latest[ok]
-        if metric == "residual" and len(finite) > 2 * (d + 1):
-            design = torch.cat([torch.ones(len(finite), 1, dtype=torch.float64), latest_u[ok]], 1)
-            finite = finite - design @ torch.linalg.lstsq(design, finite).solution
-        cov = torch.cov(finite.T).reshape(len(t_obs), len(t_obs)) if len(finite) > 1 else torch.eye(len(t_obs))
-        cov = cov + 1e-9 * float(cov.diagonal().mean().clamp_min(1e-12)) * torch.eye(len(t_obs), dtype=cov.dtype)
-        idx, kernel, eps = _nearest(t_pool, t_obs, torch.linalg.inv(cov), k)
-        if proposals or sampler is not None:
-            w, k_hat = pareto_smooth(torch.softmax(kernel.log() + log_ratio(u_pool[idx]), 0))
-        else:
-            w, k_hat = kernel / kernel.sum(), None
-        return idx, w, eps, k_hat
 
-    idx, w, eps, k_hat = keep()
-    if saved is None:
-        history.append({"epsilon": eps, "ess": kish_ess(w, k), "k_hat": k_hat})
-        checkpoint(0)
-    from tqdm.auto import tqdm
-
-    for r in tqdm(range(done + 1, rounds + 1), desc="ABC-PMC rounds", disable=not progress):
-        positive = w > 0
-        proposals.append(StudentProposal(u_pool[idx][positive], w[positive]))
-        u_new = proposals[-1].sample(simulations_per_round, g)
-        latest, latest_u = simulate(u_new, r), u_new
-        u_pool, t_pool = torch.cat([u_pool, u_new]), torch.cat([t_pool, latest])
-        idx, w, eps, k_hat = keep()
-        history.append({"epsilon": eps, "ess": kish_ess(w, k), "k_hat": k_hat})
-        checkpoint(r)
-    u_kept = u_pool[idx]
-    if adjust:
-        diff = t_pool[idx] - t_obs
-        design = torch.cat([torch.ones(k, 1, dtype=torch.float64), diff], 1) * w[:, None].sqrt()
-        beta = torch.linalg.lstsq(design, u_kept * w[:, None].sqrt()).solution
-        u_kept = u_kept - diff @ beta[1:]
-    info = {
+def _info(run: PMCSettings, pool: _Pool, eps: float, k_hat: float | None, seconds: float) -> dict[str, Any]:
+    """The posterior's ``info`` (see :func:`abc_pmc`)."""
+    per_round = run.simulations_per_round
+    return {
         "method": "abc-pmc",
-        "simulations": float((rounds + 1) * simulations_per_round),
-        "resumed_simulations": (float((done + 1) * simulations_per_round) if saved is not None else 0.0)
-                               + float(resumed_rows),
-        "k": int(k),
+        "simulations": float((run.rounds + 1) * per_round),
+        "resumed_simulations": (float((pool.done + 1) * per_round) if pool.resumed else 0.0)
+                               + float(pool.reused_rows),
+        "k": int(run.k),
         "epsilon": eps,
-        "ess": history[-1]["ess"],
+        "ess": pool.history[-1]["ess"],
         "k_hat": k_hat,
-        "adjusted": bool(adjust),
-        "metric": metric,
-        "rounds": history,
-        "seconds": time.perf_counter() - start,
+        "adjusted": bool(run.adjust),
+        "metric": run.metric,
+        "rounds": pool.history,
+        "seconds": seconds,
     }
-    return Posterior(space.to_constrained(u_kept), names, weights=w, info=info)
