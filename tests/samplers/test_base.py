@@ -138,3 +138,21 @@ def test_ula_recovers_the_gaussian_mean_and_inflated_variance():
     assert torch.all((flat.mean(0) - mean).abs() < 4.5 * se_mean)
     assert torch.all((flat.var(0) - sd**2).abs() < 4.5 * se_var)
     assert torch.all((1 / prec - sd**2).abs() > 6 * se_var)  # the check tells the inflation apart
+
+
+def test_alternating_makes_every_kth_step_with_the_other_kernel():
+    """Steps 3, 6, 9 (1-based) are the other kernel's: here it adds 100, the kernel adds 1."""
+    from scorebayes.samplers.base import Kernel, alternating, run_chains
+
+    class S(NamedTuple):
+        position: torch.Tensor
+
+    def adder(c):
+        return Kernel(S, lambda s, g=None: (S(s.position + c), c))
+
+    kernel = alternating(adder(1.0), adder(100.0), 3)
+    seen = []
+    draws, state, _ = run_chains(kernel, kernel.init(torch.zeros(2, 1)), 9,
+                                 on_step=lambda t, s, info: seen.append(info.is_other))
+    assert seen == [False, False, True] * 3
+    assert draws[0, :, 0].tolist() == [1, 2, 102, 103, 104, 204, 205, 206, 306]

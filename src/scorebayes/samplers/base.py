@@ -47,7 +47,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 __all__ = ["Kernel", "Adaptation", "Divergence", "ChainsInfo", "ChainsDivergedError", "run_chains",
-           "position", "warn_diverged"]
+           "alternating", "position", "warn_diverged"]
 
 
 class ChainsDivergedError(RuntimeError):
@@ -202,3 +202,39 @@ def warn_diverged(diverged: Tensor, *, stacklevel: int = 2) -> None:
     if diverged.any():
         warnings.warn(f"{int(diverged.sum())} of {len(diverged)} chains diverged and were dropped",
                       stacklevel=stacklevel + 1)
+
+
+class AlternatingState(NamedTuple):
+    """The state of :func:`alternating`: the inner kernels' state and the steps made so far."""
+
+    position: Tensor
+    inner: Any
+    steps: int
+
+
+class AlternatingInfo(NamedTuple):
+    """The step's inner info and whether the other kernel made it."""
+
+    inner: Any
+    is_other: bool
+
+
+def alternating(kernel: Kernel, other: Kernel, every: int) -> Kernel:
+    """A kernel whose every ``every``-th step (steps ``every, 2 every, ...``) is made by ``other``.
+
+    Both kernels must share one state type (e.g. two MH kernels with different proposals); used for
+    occasional long jumps between local moves.
+    """
+    if every < 1:
+        raise ValueError(f"every must be >= 1, got {every}")
+
+    def init(x: Tensor) -> AlternatingState:
+        inner = kernel.init(x)
+        return AlternatingState(inner.position, inner, 0)
+
+    def step(state: AlternatingState, generator: torch.Generator | None = None):
+        is_other = (state.steps + 1) % every == 0
+        inner, info = (other if is_other else kernel).step(state.inner, generator)
+        return AlternatingState(inner.position, inner, state.steps + 1), AlternatingInfo(info, is_other)
+
+    return Kernel(init, step)
