@@ -66,10 +66,11 @@ from tqdm.auto import tqdm
 
 from ..posterior import Posterior
 from ..priors import ParameterSpace
-from ..priors import sample as sample_prior
-from ..simulators import SimulatorError, as_simulator
-from ..table_blocks import FAULT_MODES, simulate_groups
-from ._common import as_observed, resume_checkpoint, uses_prior
+from ..simulators import as_simulator
+from ..table_blocks import FAULT_MODES
+from ._common import as_observed, check_integers, resume_checkpoint, uses_prior
+from .bsl_chains import (BSLSettings, Chains, gaussian_synthetic_loglik, initial_chains, iterate,
+                         log_synthetic_likelihood, save_chains)
 
 __all__ = ["bsl", "mean_sd_summary", "gaussian_synthetic_loglik"]
 
@@ -77,58 +78,6 @@ __all__ = ["bsl", "mean_sd_summary", "gaussian_synthetic_loglik"]
 def mean_sd_summary(x: Tensor) -> Tensor:
     r"""Sample mean and element-wise SD of each column: ``x [B, n, p] -> [B, 2p]``."""
     return torch.cat([x.mean(1), x.std(1)], dim=-1)
-
-
-def gaussian_synthetic_loglik(s_obs: Tensor, s: Tensor) -> Tensor:
-    r""":math:`\log \mathcal N(s_{obs}; \hat\mu, \hat\Sigma)` from simulated summaries.
-
-    Arguments:
-        s_obs: observed summary ``[k]``.
-        s: simulated summaries ``[C, M, k]`` (``M >= 2``).
-
-    Returns:
-        ``[C]`` float64; ``-inf`` where the summaries are non-finite or :math:`\hat\Sigma`
-        stays singular after a small ridge.
-    """
-    s = s.to(torch.float64)
-    num_chains, m, k = s.shape
-    mu = s.mean(1)
-    centred = s - mu[:, None]
-    cov = centred.transpose(1, 2) @ centred / (m - 1)
-    chol, info = torch.linalg.cholesky_ex(cov)
-    ridge = 1e-10
-    while bool((info > 0).any()) and ridge < 1e-2:  # singular: add a ridge relative to the scale
-        scale = cov.diagonal(dim1=1, dim2=2).mean(-1).clamp_min(1e-300)
-        jitter = (ridge * scale)[:, None, None] * torch.eye(k, dtype=cov.dtype)
-        failed = (info > 0)[:, None, None]
-        chol, info = torch.linalg.cholesky_ex(torch.where(failed, cov + jitter, cov))
-        ridge *= 100
-    diff = (s_obs.to(torch.float64) - mu)[..., None]
-    z = torch.linalg.solve_triangular(chol, diff, upper=False)[..., 0]
-    logdet = 2 * chol.diagonal(dim1=1, dim2=2).log().sum(-1)
-    out = -0.5 * (z**2).sum(-1) - 0.5 * logdet - 0.5 * k * math.log(2 * math.pi)
-    bad = (info > 0) | ~torch.isfinite(s).flatten(1).all(1) | ~torch.isfinite(out)
-    return torch.where(bad, torch.full_like(out, -math.inf), out)
-
-
-def _init_state(space: ParameterSpace, prior: Distribution, sampler: Any, init: Any,
-                num_chains: int, generator: torch.Generator | None) -> Tensor:
-    """Initial unconstrained states ``u [C, d]``."""
-    d = space.dim
-    if init is not None:
-        theta = torch.as_tensor(init, dtype=torch.float64)
-        theta = theta.expand(num_chains, d) if theta.dim() == 1 else theta
-        if tuple(theta.shape) != (num_chains, d):
-            raise ValueError(f"init must be theta [d={d}] or [num_chains={num_chains}, d], got "
-                             f"{tuple(torch.as_tensor(init).shape)}")
-        if not torch.isfinite(prior.log_prob(theta)).all():
-            raise ValueError("init lies outside the prior's support")
-        return space.to_unconstrained(theta).clone()
-    if sampler is not None and hasattr(sampler, "mean") and isinstance(sampler.mean, Tensor) \
-            and sampler.mean.shape == (d,) and hasattr(sampler, "sd"):
-        return sampler.mean.to(torch.float64).expand(num_chains, d).clone()
-    theta = sample_prior(prior, num_chains, generator=generator).to(torch.float64)
-    return space.to_unconstrained(theta)
 
 
 def bsl(
@@ -194,12 +143,42 @@ def bsl(
         (proposals rejected because of simulator faults) and ``resumed_simulations``.
     """
     start = time.perf_counter()
+    run = _settings(x_obs, simulator, prior, summary=summary, num_chains=num_chains, num_steps=num_steps,
+                    burn_in=burn_in, num_sims=num_sims, sampler=sampler, target_acceptance=target_acceptance,
+                    adapt=adapt, adapt_covariance=adapt_covariance, on_simulator_error=on_simulator_error,
+                    retries=retries, max_failure_fraction=max_failure_fraction, store=store,
+                    checkpoint_every=checkpoint_every, generator=generator)
+    state = initial_chains(run, prior, sampler, init)
+    resumed = _start_or_resume(run, state)
+    bar = tqdm(range(state.first, num_steps), desc="BSL", disable=not progress, leave=False)
+    for t in bar:
+        iterate(run, state, t)
+        if progress and t % 50 == 0:
+            bar.set_postfix(acc=f"{state.accepted[:, max(1, t - 199):t + 1].double().mean():.2f}")
+        if store is not None and (t % checkpoint_every == 0 or t == num_steps - 1):
+            save_chains(run, state, t)
+    bar.close()
+    info = _info(run, state, resumed, time.perf_counter() - start)
+    faults = state.faults
+    if faults["failed"] + faults["nonfinite"]:
+        warnings.warn(
+            f"bsl: rejected {faults['failed']} proposals whose simulations failed and "
+            f"{faults['nonfinite']} with non-finite simulations; if failures depend on theta, "
+            "the chains avoid those parameters and the posterior is biased away from them",
+            stacklevel=2)
+    return Posterior(state.chain[:, burn_in:], names, info=info)
+
+
+def _settings(x_obs: Tensor, simulator: Any, prior: Distribution, *, summary: Callable[[Tensor], Tensor],
+              num_chains: int, num_steps: int, burn_in: int, num_sims: int, sampler: Any,
+              target_acceptance: float, adapt: bool, adapt_covariance: bool | None, on_simulator_error: str,
+              retries: int, max_failure_fraction: float, store: Any, checkpoint_every: int,
+              generator: torch.Generator | None) -> BSLSettings:
+    """Check every setting and the observed summary (before any simulation)."""
     x_obs = as_observed(x_obs)
     simulator = as_simulator(simulator)
-    for label, value, low in (("num_chains", num_chains, 1), ("num_steps", num_steps, 2),
-                              ("num_sims", num_sims, 2), ("burn_in", burn_in, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{label} must be an integer >= {low}, got {value!r}")
+    check_integers(("num_chains", num_chains, 1), ("num_steps", num_steps, 2), ("num_sims", num_sims, 2),
+                   ("burn_in", burn_in, 0))
     if burn_in >= num_steps:
         raise ValueError(f"burn_in={burn_in} leaves no draws from num_steps={num_steps}")
     if not 0 < target_acceptance < 1:
@@ -209,15 +188,12 @@ def bsl(
     if on_simulator_error not in FAULT_MODES:
         raise ValueError(f"on_simulator_error must be one of {FAULT_MODES}, got "
                          f"{on_simulator_error!r}")
-    for label, value in (("retries", retries), ("checkpoint_every", checkpoint_every)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{label} must be a positive integer, got {value!r}")
+    check_integers(("retries", retries, 1), ("checkpoint_every", checkpoint_every, 1), positive=True)
     if not 0.0 <= max_failure_fraction <= 1.0:
         raise ValueError(f"max_failure_fraction must be in [0, 1], got {max_failure_fraction!r}")
     if store is not None and generator is None:
         raise ValueError("bsl with a store needs a generator (its state is checkpointed)")
     space = ParameterSpace(prior)
-    d, n = space.dim, x_obs.shape[0]
     s_obs = torch.as_tensor(summary(x_obs[None])).to(torch.float64)
     if s_obs.dim() != 2 or s_obs.shape[0] != 1 or not torch.isfinite(s_obs).all():
         raise ValueError(f"summary(x [1, n, p]) must return finite [1, k], got "
@@ -227,142 +203,58 @@ def bsl(
     if num_sims <= k:
         raise ValueError(f"num_sims={num_sims} must exceed the summary dimension k={k} "
                          "(otherwise the covariance estimate is singular)")
-
     localized = not uses_prior(sampler, prior) and hasattr(sampler, "sd")
-    u = _init_state(space, prior, sampler, init, num_chains, generator)
-    if localized:
-        base_sd = sampler.sd.to(torch.float64)
-        chol = torch.diag(base_sd)
-    else:
-        prior_u = space.to_unconstrained(sample_prior(prior, 2000, generator=generator)
-                                         .to(torch.float64))
-        chol = torch.diag(prior_u.std(0).clamp_min(1e-8))
-    log_scale = math.log(2.38 / math.sqrt(d)) + (0.0 if localized else math.log(0.1))
+    return BSLSettings(
+        space=space, simulator=simulator, summary=summary, s_obs=s_obs, n=x_obs.shape[0], obs_dim=x_obs.shape[1],
+        num_chains=num_chains, num_steps=num_steps, burn_in=burn_in, num_sims=num_sims,
+        target_acceptance=target_acceptance, adapt=adapt,
+        adapt_cov=(not localized) if adapt_covariance is None else bool(adapt_covariance), localized=localized,
+        on_simulator_error=on_simulator_error, retries=retries, max_failure_fraction=max_failure_fraction,
+        store=store, checkpoint_every=checkpoint_every, generator=generator)
 
-    faults = {"failed": 0, "nonfinite": 0}
-    budget = max_failure_fraction * num_chains * num_steps
 
-    def simulate(theta: Tensor, ok: Tensor) -> tuple[Tensor, Tensor]:
-        """``x [C*M, n, p]`` and the chains whose simulations all worked ``[C]``."""
-        if on_simulator_error == "raise":
-            return simulator(theta.repeat_interleave(num_sims, 0), n, generator), ok
-        x, good, failed, nonfinite = simulate_groups(
-            simulator, theta, num_sims, n, generator, retries=retries if on_simulator_error ==
-            "retry" else 1, active=ok, obs_dim=x_obs.shape[1])
-        faults["failed"] += failed
-        faults["nonfinite"] += nonfinite
-        if faults["failed"] + faults["nonfinite"] > budget:
-            raise SimulatorError(
-                f"bsl: {faults['failed']} proposals' simulations raised and "
-                f"{faults['nonfinite']} returned non-finite values, more than "
-                f"max_failure_fraction = {max_failure_fraction} of {num_chains * num_steps}: "
-                "fix the simulator or restrict the prior to where it works")
-        return x, ok & good
-
-    def log_lik(u_new: Tensor, lp: Tensor) -> Tensor:
-        theta = space.to_constrained(u_new)
-        ok = torch.isfinite(lp)
-        theta = torch.where(ok[:, None], theta, space.to_constrained(u))  # never simulate outside
-        x, ok = simulate(theta, ok)
-        s = torch.as_tensor(summary(x))
-        if s.dim() != 2 or s.shape != (num_chains * num_sims, k):
-            raise ValueError(f"summary returned shape {tuple(s.shape)}, expected "
-                             f"[{num_chains * num_sims}, {k}]")
-        ll = gaussian_synthetic_loglik(s_obs, s.reshape(num_chains, num_sims, k))
-        return torch.where(ok, ll, torch.full_like(ll, -math.inf))
-
-    adapt_cov = (not localized) if adapt_covariance is None else bool(adapt_covariance)
-    chain = torch.empty(num_chains, num_steps, d, dtype=torch.float64)
-    accepted = torch.zeros(num_chains, num_steps, dtype=torch.bool)
-    window_start, window_end = 1, min(burn_in, 50)
-    recipe = {"num_chains": num_chains, "num_steps": num_steps, "burn_in": burn_in,
-              "num_sims": num_sims, "adapt": bool(adapt), "target": float(target_acceptance),
-              "adapt_covariance": adapt_cov,
-              "on_error": on_simulator_error, "retries": retries, "s_obs": s_obs.tolist()}
-    saved = resume_checkpoint(store, "bsl", "a bsl chain", recipe, "chain")
+def _start_or_resume(run: BSLSettings, state: Chains) -> bool:
+    """Continue after the last iteration checkpointed in ``run.store`` (its recipe checked; True),
+    or estimate the likelihood at the starting states (False)."""
+    recipe = {"num_chains": run.num_chains, "num_steps": run.num_steps, "burn_in": run.burn_in,
+              "num_sims": run.num_sims, "adapt": bool(run.adapt), "target": float(run.target_acceptance),
+              "adapt_covariance": run.adapt_cov,
+              "on_error": run.on_simulator_error, "retries": run.retries, "s_obs": run.s_obs.tolist()}
+    saved = resume_checkpoint(run.store, "bsl", "a bsl chain", recipe, "chain")
     if saved is None:
-        lp = space.log_prob_unconstrained(u)
-        ll = log_lik(u, lp)
-        chain[:, 0] = space.to_constrained(u)
-        first = 1
-    else:  # continue after the last checkpointed iteration
-        first = int(saved["t"]) + 1
-        u, ll, lp, chol = saved["u"], saved["ll"], saved["lp"], saved["chol"]
-        chain[:, :first], accepted[:, :first] = saved["chain"], saved["accepted"]
-        log_scale, window_start, window_end = (float(saved["log_scale"]), int(saved["window_start"]),
-                                               int(saved["window_end"]))
-        faults.update(failed=int(saved["failed"]), nonfinite=int(saved["nonfinite"]))
-        generator.set_state(saved["generator"])
-    bar = tqdm(range(first, num_steps), desc="BSL", disable=not progress, leave=False)
-    for t in bar:
-        z = torch.randn(num_chains, d, generator=generator, dtype=torch.float64)
-        u_prop = u + math.exp(log_scale) * z @ chol.T
-        lp_prop = space.log_prob_unconstrained(u_prop)
-        ll_prop = log_lik(u_prop, lp_prop)
-        log_alpha = (ll_prop + lp_prop) - (ll + lp)
-        log_unif = torch.rand(num_chains, generator=generator, dtype=torch.float64).log()
-        accept = (log_unif < log_alpha) & torch.isfinite(ll_prop + lp_prop)
-        u = torch.where(accept[:, None], u_prop, u)
-        ll = torch.where(accept, ll_prop, ll)
-        lp = torch.where(accept, lp_prop, lp)
-        chain[:, t] = space.to_constrained(u)
-        accepted[:, t] = accept
-        if adapt and t < burn_in:
-            log_scale += (t ** -0.6) * (accept.double().mean().item() - target_acceptance)
-            if adapt_cov and t == window_end:
-                new = _window_covariance(space.to_unconstrained(chain[:, window_start:t + 1]),
-                                         accepted[:, window_start:t + 1])
-                if new is not None:  # new shape, same volume: the tuned scale stays valid
-                    shift = chol.diagonal().log().mean() - new.diagonal().log().mean()
-                    chol = new * shift.exp()
-                window_start, window_end = t + 1, min(burn_in - 1, 2 * t)
-        if progress and t % 50 == 0:
-            bar.set_postfix(acc=f"{accepted[:, max(1, t - 199):t + 1].double().mean():.2f}")
-        if store is not None and (t % checkpoint_every == 0 or t == num_steps - 1):
-            store.save_checkpoint("bsl/chain", {
-                "t": t, "u": u, "ll": ll, "lp": lp, "chol": chol, "chain": chain[:, :t + 1],
-                "accepted": accepted[:, :t + 1], "log_scale": log_scale,
-                "window_start": window_start, "window_end": window_end,
-                "generator": generator.get_state(), **faults})
-    bar.close()
-    kept_acc = accepted[:, max(burn_in, 1):]
-    info = {
+        state.lp = run.space.log_prob_unconstrained(state.u)
+        state.ll = log_synthetic_likelihood(run, state, state.u, state.lp)
+        state.chain[:, 0] = run.space.to_constrained(state.u)
+        state.first = 1
+        return False
+    state.first = first = int(saved["t"]) + 1
+    state.u, state.ll, state.lp, state.chol = saved["u"], saved["ll"], saved["lp"], saved["chol"]
+    state.chain[:, :first], state.accepted[:, :first] = saved["chain"], saved["accepted"]
+    state.log_scale, state.window_start, state.window_end = (float(saved["log_scale"]),
+                                                             int(saved["window_start"]), int(saved["window_end"]))
+    state.faults.update(failed=int(saved["failed"]), nonfinite=int(saved["nonfinite"]))
+    run.generator.set_state(saved["generator"])
+    return True
+
+
+def _info(run: BSLSettings, state: Chains, resumed: bool, seconds: float) -> dict[str, Any]:
+    """The posterior's ``info`` (see :func:`bsl`)."""
+    kept_acc = state.accepted[:, max(run.burn_in, 1):]
+    scale = math.exp(state.log_scale)
+    return {
         "method": "bsl",
-        "simulations": float(num_chains * num_steps * num_sims),
-        "num_chains": num_chains,
-        "num_steps": num_steps,
-        "burn_in": burn_in,
-        "num_sims": num_sims,
-        "summary_dim": k,
+        "simulations": float(run.num_chains * run.num_steps * run.num_sims),
+        "num_chains": run.num_chains,
+        "num_steps": run.num_steps,
+        "burn_in": run.burn_in,
+        "num_sims": run.num_sims,
+        "summary_dim": run.s_obs.numel(),
         "acceptance_rate": float(kept_acc.double().mean()),
         "acceptance_per_chain": kept_acc.double().mean(1).tolist(),
-        "proposal_scale": math.exp(log_scale),
-        "proposal_sd_unconstrained":
-            (math.exp(log_scale) * (chol @ chol.T).diagonal().sqrt()).tolist(),
-        "failed_simulations": faults["failed"],
-        "nonfinite_simulations": faults["nonfinite"],
-        "resumed_simulations": float(num_chains * (first if saved is not None else 0) * num_sims),
-        "seconds": time.perf_counter() - start,
+        "proposal_scale": scale,
+        "proposal_sd_unconstrained": (scale * (state.chol @ state.chol.T).diagonal().sqrt()).tolist(),
+        "failed_simulations": state.faults["failed"],
+        "nonfinite_simulations": state.faults["nonfinite"],
+        "resumed_simulations": float(run.num_chains * (state.first if resumed else 0) * run.num_sims),
+        "seconds": seconds,
     }
-    if faults["failed"] + faults["nonfinite"]:
-        warnings.warn(
-            f"bsl: rejected {faults['failed']} proposals whose simulations failed and "
-            f"{faults['nonfinite']} with non-finite simulations; if failures depend on theta, "
-            "the chains avoid those parameters and the posterior is biased away from them",
-            stacklevel=2)
-    return Posterior(chain[:, burn_in:], names, info=info)
-
-
-def _window_covariance(u: Tensor, accepted: Tensor) -> Tensor | None:
-    r"""Cholesky factor of the pooled within-chain covariance of ``u [C, W, d]``.
-
-    ``None`` when the window has too few accepted moves to estimate it.
-    """
-    num_chains, width, d = u.shape
-    if width < 2 or accepted.sum() < max(2 * d, 0.05 * accepted.numel()):
-        return None
-    centred = u - u.mean(1, keepdim=True)
-    cov = torch.einsum("cwi,cwj->ij", centred, centred) / (num_chains * (width - 1))
-    cov = cov + 1e-10 * cov.diagonal().mean() * torch.eye(d, dtype=cov.dtype)
-    new, info = torch.linalg.cholesky_ex(cov)
-    return None if int(info) > 0 or not torch.isfinite(new).all() else new
