@@ -34,6 +34,8 @@ from ..tables import simulate_block
 __all__ = [
     "as_observed",
     "check_integers",
+    "check_training_options",
+    "weighted_draws",
     "seed_from",
     "importance_weights",
     "pareto_smooth",
@@ -163,6 +165,25 @@ def resume_checkpoint(store: Any, folder: str, what: str, recipe: dict, checkpoi
     if old is None:
         store.save_json(f"{folder}/recipe", recipe)
     return store.load_checkpoint(f"{folder}/{checkpoint}")
+
+
+def check_training_options(weight_smoothing: str | None, validation_fraction: float, learning_rate: float,
+                           *counts: tuple[str, Any]) -> None:
+    """The option checks of an NPE before any simulation: the weight smoothing, the ``(label,
+    value)`` counts (positive integers), the validation fraction and the learning rate."""
+    pareto_smooth(None, weight_smoothing)
+    check_integers(*((label, value, 1) for label, value in counts), positive=True)
+    if not 0 < validation_fraction < 1 or not learning_rate > 0:
+        raise ValueError("validation_fraction must be in (0, 1) and learning_rate positive")
+
+
+def weighted_draws(draws: Tensor, prior: Distribution, sampler: Any, smoothing: str | None,
+                   support_acceptance: float) -> tuple[Tensor | None, dict[str, Any]]:
+    """The (smoothed) :math:`\\pi/q` weights of posterior ``draws [M, d]`` and their ``info``:
+    ``support_acceptance``, ``weighted``, ``ess`` (Kish) and ``pareto_k``."""
+    weights, pareto_k = pareto_smooth(importance_weights(draws, prior, sampler), smoothing)
+    return weights, {"support_acceptance": support_acceptance, "weighted": weights is not None,
+                     "ess": kish_ess(weights, len(draws)), "pareto_k": pareto_k}
 
 
 def kish_ess(weights: Tensor | None, num: int) -> float:

@@ -44,8 +44,8 @@ from torch.distributions import Distribution
 
 from ..posterior import Posterior
 from ..priors import ParameterSpace
-from ._common import (as_observed, importance_weights, kish_ess, pareto_smooth,
-                      sample_in_support, seed_from, training_pairs)
+from ._common import (as_observed, check_training_options, sample_in_support, seed_from,
+                      training_pairs, weighted_draws)
 
 __all__ = ["npe"]
 
@@ -137,20 +137,15 @@ def npe(
     except ImportError:  # pragma: no cover - depends on the environment
         raise ImportError("npe() needs the sbi package: pip install sbi") from None
     x_obs = as_observed(x_obs)
-    pareto_smooth(None, weight_smoothing)  # option check before any simulation
-    for label, value in (("num_samples", num_samples), ("num_transforms", num_transforms),
-                         ("hidden_features", hidden_features), ("batch_size", batch_size),
-                         ("max_epochs", max_epochs), ("stop_after_epochs", stop_after_epochs)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{label} must be a positive integer, got {value!r}")
-    if not 0 < validation_fraction < 1 or not learning_rate > 0:
-        raise ValueError("validation_fraction must be in (0, 1) and learning_rate positive")
+    check_training_options(weight_smoothing, validation_fraction, learning_rate,
+                           ("num_samples", num_samples), ("num_transforms", num_transforms),
+                           ("hidden_features", hidden_features), ("batch_size", batch_size),
+                           ("max_epochs", max_epochs), ("stop_after_epochs", stop_after_epochs))
     sampler, theta, s, s_obs, simulations = training_pairs(
         x_obs, prior, table=table, simulator=simulator, num_simulations=num_simulations,
         sampler=sampler, summary=summary, block_size=block_size, chunk_size=chunk_size,
         executor=executor, generator=generator, progress=progress)
     space = ParameterSpace(prior)
-    target = space.to_unconstrained(theta) if unconstrained else theta
     seed = seed_from(generator)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -158,38 +153,50 @@ def npe(
                                hidden_features=hidden_features)
         inference = NPE(prior=None, density_estimator=builder, show_progress_bars=progress,
                         tracker=_NoTracker())
-        inference.append_simulations(target.float(), s.float())
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*not yet fully converged.*")
-            estimator = inference.train(
-                training_batch_size=batch_size, learning_rate=learning_rate,
-                validation_fraction=validation_fraction, stop_after_epochs=stop_after_epochs,
-                max_num_epochs=max_epochs, show_train_summary=False)
-        estimator.eval()
-        condition = s_obs.float()[None]
+        estimator = _train(inference, space.to_unconstrained(theta) if unconstrained else theta, s,
+                           batch_size=batch_size, learning_rate=learning_rate,
+                           validation_fraction=validation_fraction, stop_after_epochs=stop_after_epochs,
+                           max_epochs=max_epochs)
+        draws, accept_rate = _draw(estimator, s_obs, space, prior, unconstrained, num_samples,
+                                   max_sampling_rounds)
+    weights, weight_info = weighted_draws(draws, prior, sampler, weight_smoothing, accept_rate)
+    info = {"method": "npe", "estimator": "maf", "simulations": simulations,
+            "num_simulations": int(theta.shape[0]), "summary_dim": int(s.shape[1]),
+            **_training_summary(inference), **weight_info, "seconds": time.perf_counter() - start}
+    return Posterior(draws, names, weights=weights, info=info)
 
-        def draw(m: int) -> Tensor:
-            with torch.no_grad():
-                out = estimator.sample((m,), condition=condition).reshape(m, -1).double()
-            return space.to_constrained(out) if unconstrained else out
 
-        draws, accept_rate = sample_in_support(draw, prior, num_samples, max_rounds=max_sampling_rounds)
-    weights, pareto_k = pareto_smooth(importance_weights(draws, prior, sampler), weight_smoothing)
+def _train(inference: Any, target: Tensor, s: Tensor, *, batch_size: int, learning_rate: float,
+           validation_fraction: float, stop_after_epochs: int, max_epochs: int) -> Any:
+    """Fit ``sbi``'s flow to ``(target [N, d], s [N, k])`` (Adam, early stopping); in eval mode."""
+    inference.append_simulations(target.float(), s.float())
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*not yet fully converged.*")
+        estimator = inference.train(
+            training_batch_size=batch_size, learning_rate=learning_rate,
+            validation_fraction=validation_fraction, stop_after_epochs=stop_after_epochs,
+            max_num_epochs=max_epochs, show_train_summary=False)
+    estimator.eval()
+    return estimator
+
+
+def _draw(estimator: Any, s_obs: Tensor, space: ParameterSpace, prior: Distribution, unconstrained: bool,
+          num_samples: int, max_sampling_rounds: int) -> tuple[Tensor, float]:
+    """``num_samples`` flow draws given ``s_obs``, rejected to the prior's support (theta, rate)."""
+    condition = s_obs.float()[None]
+
+    def draw(m: int) -> Tensor:
+        with torch.no_grad():
+            out = estimator.sample((m,), condition=condition).reshape(m, -1).double()
+        return space.to_constrained(out) if unconstrained else out
+
+    return sample_in_support(draw, prior, num_samples, max_rounds=max_sampling_rounds)
+
+
+def _training_summary(inference: Any) -> dict[str, Any]:
+    """``epochs`` and ``best_validation_loss`` of ``sbi``'s training (``None`` if not reported)."""
     summary_info = getattr(inference, "_summary", {}) or {}
     epochs = summary_info.get("epochs_trained", [None])
     best = summary_info.get("best_validation_loss", [None])
-    info = {
-        "method": "npe",
-        "estimator": "maf",
-        "simulations": simulations,
-        "num_simulations": int(theta.shape[0]),
-        "summary_dim": int(s.shape[1]),
-        "epochs": int(epochs[-1]) if epochs and epochs[-1] is not None else None,
-        "best_validation_loss": float(best[-1]) if best and best[-1] is not None else None,
-        "support_acceptance": accept_rate,
-        "weighted": weights is not None,
-        "ess": kish_ess(weights, num_samples),
-        "pareto_k": pareto_k,
-        "seconds": time.perf_counter() - start,
-    }
-    return Posterior(draws, names, weights=weights, info=info)
+    return {"epochs": int(epochs[-1]) if epochs and epochs[-1] is not None else None,
+            "best_validation_loss": float(best[-1]) if best and best[-1] is not None else None}
