@@ -87,65 +87,29 @@ def generalised_bayes(loss: Any, prior: Distribution, *, beta: float | None = No
         ``Posterior [num_chains, num_samples, k]``; ``info`` holds ``beta``, the calibration
         details (minimiser, numerator/denominator of eq. 10, bootstrap minimisers) and timings.
     """
-    if sampler not in ("rwmh", "nuts"):
-        raise ValueError(f"sampler must be 'rwmh' or 'nuts', got {sampler!r}")
-    check_robust_options(max_step, max_distance, max_flagged)
-    if init_from not in ("prior", "minimiser"):
-        raise ValueError(f"init_from must be 'prior' or 'minimiser', got {init_from!r}")
-    if not isinstance(full_mass, bool):
-        raise ValueError(f"full_mass must be True or False, got {full_mass!r}")
-    if full_mass and sampler != "nuts":
-        raise ValueError("full_mass=True needs sampler='nuts'")
-    if target_accept is not None and (isinstance(target_accept, bool) or not isinstance(target_accept, (int, float))
-                                      or not 0 < target_accept < 1):
-        raise ValueError(f"target_accept must be a probability in (0, 1) or None, got {target_accept!r}")
-    if not isinstance(fold_squared, bool):
-        raise ValueError(f"fold_squared must be True or False, got {fold_squared!r}")
-    space, squared = ParameterSpace(prior), None
-    if fold_squared:
-        from ..samplers.folded import FoldedSquares
-
-        squared_indices = getattr(getattr(loss, "model", None), "squared_indices", None)
-        if squared_indices is None:
-            raise ValueError("fold_squared=True needs a loss whose model has squared_indices() "
-                             "(e.g. the graphical models)")
-        squared = squared_indices()
-        space = FoldedSquares(space, squared)  # checks the indices and their priors' supports
+    _check_options(sampler=sampler, init_from=init_from, full_mass=full_mass, target_accept=target_accept,
+                   fold_squared=fold_squared, max_step=max_step, max_distance=max_distance, max_flagged=max_flagged)
+    space, squared = _sampling_space(loss, prior, fold_squared)
     if init is not None:
-        init = torch.as_tensor(init, dtype=torch.float64)
-        k = int(torch.Size(prior.event_shape).numel())
-        if tuple(init.shape) != (num_chains, k):
-            raise ValueError(f"init must be [num_chains, k] = [{num_chains}, {k}] (unconstrained), "
-                             f"got {tuple(init.shape)}")
-        if not bool(torch.isfinite(init).all()):
-            raise ValueError("init must be finite")
+        init = _checked_init(init, prior, num_chains)
     names = names if names is not None else getattr(getattr(loss, "model", None), "names", None)
     info: dict[str, Any] = {}
     start = time.perf_counter()
+    theta_hat = None
     if beta is None:
         cal = calibrate_beta(loss, prior, num_bootstrap=num_bootstrap, seed=derive_seed(seed, "calibrate"),
                              executor=executor, method=method, init_steps=init_steps, init_lr=init_lr, steps=steps, lr=lr,
                              max_step=max_step, max_distance=max_distance, max_flagged=max_flagged,
                              progress=progress)
-        beta = cal.beta
-        info["calibration"] = {"minimiser": cal.minimiser.tolist(), "numerator": cal.numerator,
-                               "denominator": cal.denominator, "bootstrap": cal.bootstrap.tolist(),
-                               "escaped": list(cal.escaped), "non_finite": list(cal.non_finite),
-                               "not_converged": list(cal.not_converged),
-                               "seconds": time.perf_counter() - start}
-        theta_hat = cal.minimiser
+        beta, theta_hat = cal.beta, cal.minimiser
+        info["calibration"] = _calibration_info(cal, time.perf_counter() - start)
     elif init_from == "minimiser" and init is None:
         raise ValueError("init_from='minimiser' needs calibration (beta=None)")
     target = GeneralisedPosterior(loss, prior, beta)
     generator = make_generator(seed, "mcmc")
     init_space = "constrained" if init is None else "unconstrained"  # a given init is unconstrained
-    if init is None and init_from == "prior":
-        init = sample_prior(prior, num_chains, generator=make_generator(seed, "chains")).to(torch.float64)
-    elif init is None:
-        init = theta_hat.reshape(1, -1).expand(num_chains, -1)
-        if squared is not None:  # log 0 = -inf in the folded coordinates
-            init = init.clone()
-            init[:, squared] = init[:, squared].abs().clamp(min=1e-3)
+    if init is None:
+        init = _default_init(prior, init_from, theta_hat, squared, num_chains, seed)
     if sampler == "rwmh":
         from ..samplers.rwmh import sample_rwmh
 
@@ -163,6 +127,74 @@ def generalised_bayes(loss: Any, prior: Distribution, *, beta: float | None = No
     if squared is not None:
         post.info["folded"] = squared.tolist()
     return post
+
+
+def _check_options(*, sampler: str, init_from: str, full_mass: Any, target_accept: Any, fold_squared: Any,
+                   max_step: float, max_distance: float, max_flagged: float) -> None:
+    """Refuse bad sampler, start and robust-calibration options (before any work)."""
+    if sampler not in ("rwmh", "nuts"):
+        raise ValueError(f"sampler must be 'rwmh' or 'nuts', got {sampler!r}")
+    check_robust_options(max_step, max_distance, max_flagged)
+    if init_from not in ("prior", "minimiser"):
+        raise ValueError(f"init_from must be 'prior' or 'minimiser', got {init_from!r}")
+    if not isinstance(full_mass, bool):
+        raise ValueError(f"full_mass must be True or False, got {full_mass!r}")
+    if full_mass and sampler != "nuts":
+        raise ValueError("full_mass=True needs sampler='nuts'")
+    if target_accept is not None and (isinstance(target_accept, bool) or not isinstance(target_accept, (int, float))
+                                      or not 0 < target_accept < 1):
+        raise ValueError(f"target_accept must be a probability in (0, 1) or None, got {target_accept!r}")
+    if not isinstance(fold_squared, bool):
+        raise ValueError(f"fold_squared must be True or False, got {fold_squared!r}")
+
+
+def _sampling_space(loss: Any, prior: Distribution, fold_squared: bool) -> tuple[Any, Tensor | None]:
+    """The space the sampler moves in (the prior's unconstrained one, or its sign-folded squares)
+    and the folded coordinates (``None`` without folding)."""
+    space = ParameterSpace(prior)
+    if not fold_squared:
+        return space, None
+    from ..samplers.folded import FoldedSquares
+
+    squared_indices = getattr(getattr(loss, "model", None), "squared_indices", None)
+    if squared_indices is None:
+        raise ValueError("fold_squared=True needs a loss whose model has squared_indices() "
+                         "(e.g. the graphical models)")
+    squared = squared_indices()
+    return FoldedSquares(space, squared), squared  # checks the indices and their priors' supports
+
+
+def _checked_init(init: Any, prior: Distribution, num_chains: int) -> Tensor:
+    """A given start ``[num_chains, k]`` (unconstrained) as float64, checked."""
+    init = torch.as_tensor(init, dtype=torch.float64)
+    k = int(torch.Size(prior.event_shape).numel())
+    if tuple(init.shape) != (num_chains, k):
+        raise ValueError(f"init must be [num_chains, k] = [{num_chains}, {k}] (unconstrained), "
+                         f"got {tuple(init.shape)}")
+    if not bool(torch.isfinite(init).all()):
+        raise ValueError("init must be finite")
+    return init
+
+
+def _calibration_info(cal: Any, seconds: float) -> dict[str, Any]:
+    """``info["calibration"]``: the minimiser, eq. (10)'s parts, the bootstrap and its flags."""
+    return {"minimiser": cal.minimiser.tolist(), "numerator": cal.numerator,
+            "denominator": cal.denominator, "bootstrap": cal.bootstrap.tolist(),
+            "escaped": list(cal.escaped), "non_finite": list(cal.non_finite),
+            "not_converged": list(cal.not_converged), "seconds": seconds}
+
+
+def _default_init(prior: Distribution, init_from: str, theta_hat: Tensor | None, squared: Tensor | None,
+                  num_chains: int, seed: int) -> Tensor:
+    """Constrained starts: a prior draw per chain, or the full-data minimiser for every chain
+    (squared coordinates at least 1e-3 from zero: log 0 = -inf in the folded coordinates)."""
+    if init_from == "prior":
+        return sample_prior(prior, num_chains, generator=make_generator(seed, "chains")).to(torch.float64)
+    init = theta_hat.reshape(1, -1).expand(num_chains, -1)
+    if squared is not None:
+        init = init.clone()
+        init[:, squared] = init[:, squared].abs().clamp(min=1e-3)
+    return init
 
 
 def dfd_bayes(model: DiscreteModel, x: Tensor | np.ndarray, prior: Distribution | None = None, *,
