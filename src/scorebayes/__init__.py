@@ -7,13 +7,23 @@ Three methods share one set of parts (priors, simulators, samplers, the Posterio
 - DFD-Bayes (:mod:`scorebayes.discrete`): generalised Bayes for discrete models with
   intractable normalising constants.
 - Score-based Metropolis-Hastings (:mod:`scorebayes.scoremh`).
+
+The main entry points: :class:`ScoreLangevin` (and :func:`mh_correct` to MH-correct its chains),
+:func:`dfd_bayes`, :func:`score_mh`, the :class:`Posterior` they return, the priors helpers
+and :func:`calibrate`.
 """
 
 __version__ = "0.1.0"
 
+from .calibration import calibrate, score_mean_test
+from .discrete.bayes import dfd_bayes, generalised_bayes
 from .posterior import Posterior
 from .priors import ParameterSpace, independent, prior_from_spec
+from .samplers.sbi_mh import mh_correct
+from .sbi import LearnedLikelihoodScore, ScoreLangevin
+from .scoremh.pipeline import score_mh
 from .simulators import Simulator, from_function
 
-__all__ = ["Posterior", "ParameterSpace", "Simulator", "from_function", "independent",
-           "prior_from_spec", "__version__"]
+__all__ = ["ScoreLangevin", "LearnedLikelihoodScore", "mh_correct", "dfd_bayes", "generalised_bayes",
+           "score_mh", "Posterior", "calibrate", "score_mean_test", "ParameterSpace", "Simulator",
+           "from_function", "independent", "prior_from_spec", "__version__"]

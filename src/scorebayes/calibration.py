@@ -37,9 +37,11 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from .check_data import checked_parameters, simulate_views
 from .parallel import make_generator
-from .samplers.langevin import curvature_step_size, reflect_into_box
 from .proposal import PriorSampler
+from .samplers.langevin import curvature_step_size, reflect_into_box
+from .score_mean import ScoreMeanTest, score_mean_test
 
 __all__ = ["Calibration", "calibrate", "check_options", "OPTIONS", "ScoreMeanTest", "score_mean_test"]
 
@@ -223,7 +225,7 @@ def calibrate(
     space = estimator.space
     d = space.dim
     if at is not None:
-        at = _parameters(space, at, "at", ((d,), (num_data_sets, d)),
+        at = checked_parameters(space, at, "at", ((d,), (num_data_sets, d)),
                          f"[{d}] or [num_data_sets = {num_data_sets}, {d}] parameter values")
     if data is not None:
         if at is None:
@@ -247,7 +249,7 @@ def calibrate(
     # data sets, and each one's view and chain box
     theta = at.expand(num_data_sets, d).clone() if at is not None else prior.sample(num_data_sets, g).double()
     u_true = space.to_unconstrained(theta)
-    x, views = _simulate_views(estimator, theta, g, data)
+    x, views = simulate_views(estimator, theta, g, data)
     if likelihood.support_fn is None:  # one box for every data set
         lows, highs = (b.expand(num_data_sets, d) for b in likelihood.chain_box())
     else:
@@ -274,6 +276,19 @@ def calibrate(
         probes = u[m, : min(2, chains)]
         tau[m] = curvature_step_size(lambda v: one(v[None])[0] + prior_score_graph(v),
                                      probes, kappa=step_size_factor).step_size
+    path = _run_chains(drift, u, tau, (lows, highs), burn_in, thin, draws_per_chain, g, progress)
+    settings = {"chains": chains, "draws_per_chain": draws_per_chain, "burn_in": burn_in, "thin": thin,
+                "step_size_factor": step_size_factor, "seed": seed,
+                "at": None if at is None else at.tolist() if at.dim() == 1 else "per data set",
+                "prior": type(prior).__name__, "data": "simulated" if data is None else "given"}
+    return _result(space, names, theta, u_true, path, tau, level, settings, g)
+
+
+def _run_chains(drift, u: Tensor, tau: Tensor, box: tuple[Tensor, Tensor], burn_in: int, thin: int,
+                draws_per_chain: int, g: torch.Generator, progress: bool) -> Tensor:
+    """ULA chains of all data sets at once, ``u [M, C, d]`` with step ``tau [M]``, reflected into
+    each data set's box ``([M, d], [M, d])``: the kept states ``[M, C, draws_per_chain, d]``."""
+    lows, highs = box
     tau_c = tau[:, None, None]
     noise_scale = (2 * tau_c).sqrt()
     steps = burn_in + draws_per_chain * thin
@@ -287,7 +302,14 @@ def calibrate(
                 draws.append(u.clone())
             bar.update(1)
     bar.close()
-    path = torch.stack(draws, 2)  # [M, C, D, d]
+    return torch.stack(draws, 2)
+
+
+def _result(space, names: list[str], theta: Tensor, u_true: Tensor, path: Tensor, tau: Tensor, level: float,
+            settings: dict[str, Any], g: torch.Generator) -> Calibration:
+    """Ranks, coverage, z and widths of the true parameters ``u_true [M, d]`` among the chains'
+    draws ``path [M, C, D, d]``."""
+    num_data_sets, chains, draws_per_chain, d = path.shape
     post = path.reshape(num_data_sets, chains * draws_per_chain, d)
     sd = post.std(1).clamp_min(1e-300)
     half = draws_per_chain // 2
@@ -309,127 +331,5 @@ def calibrate(
         width=space.to_constrained(hi) - space.to_constrained(lo),
         posterior_mean=space.to_constrained(post).mean(1), level=level, step_sizes=tau,
         half_shift=half_shift,
-        settings={"chains": chains, "draws_per_chain": draws_per_chain, "burn_in": burn_in, "thin": thin,
-                  "step_size_factor": step_size_factor, "seed": seed,
-                  "at": None if at is None else at.tolist() if at.dim() == 1 else "per data set",
-                  "prior": type(prior).__name__, "data": "simulated" if data is None else "given"},
+        settings=settings,
         draws=space.to_constrained(post))
-
-
-def _parameters(space, value: Any, name: str, shapes: tuple[tuple[int, ...], ...], expected: str) -> Tensor:
-    """``value`` as float64, checked: one of ``shapes`` and inside the prior's support."""
-    value = torch.as_tensor(value, dtype=torch.float64)
-    if value.shape not in shapes:
-        raise ValueError(f"{name} must be {expected}, got shape {tuple(value.shape)}")
-    if not torch.isfinite(space.to_unconstrained(value)).all():
-        raise ValueError(f"{name} must lie inside the prior's support")
-    return value
-
-
-def _simulate_views(estimator, theta: Tensor, g: torch.Generator,
-                    data: Tensor | None = None) -> tuple[Tensor, list[Tensor]]:
-    """One data set per row of ``theta [M, d]`` at the estimator's size, or the given ``data``
-    (noise-smoothed if the estimator is), and each one's network view:
-    ``(x [M, n, p], [view [n_units, p_net]] * M)``."""
-    likelihood = estimator.likelihood_
-    dtype = likelihood.x_obs.dtype
-    x = (estimator.simulator(theta, likelihood.n_obs, g) if data is None else data).to(dtype)
-    if likelihood.smoothing is not None:  # the score was learned for the noise-smoothed data
-        x = likelihood.smoothing.with_generator(x, g)
-    return x, [likelihood.observed_view(x_m) for x_m in x]
-
-
-@dataclass
-class ScoreMeanTest:
-    r"""The outcome of :func:`score_mean_test` at one parameter (``d`` parameters, in ``u``).
-
-    Attributes:
-        names, theta: the parameters' names and the parameter tested, ``[d]``.
-        mean, se: the learned score's mean over the data sets and its standard error, ``[d]``.
-        t: ``mean / se`` (about N(0, 1) per parameter if the score is right).
-        shift: :math:`\hat I^{-1}\bar s` with :math:`\hat I` the scores' covariance (the Fisher
-            information for a true score): roughly how far the score's bias moves a posterior
-            that the data dominate, in ``u``; ``shift_sd`` divides it by :math:`\sqrt{(\hat I^{-1})_{jj}}`.
-        prior_pull: where the *exact* posterior's mean sits relative to ``theta`` on average, to
-            first order (Laplace): :math:`H^{-1}\nabla_u\log\pi_u(u^*)` with
-            :math:`H = \hat I - \nabla_u^2\log\pi_u(u^*)`, in ``u``; ``prior_pull_sd`` divides it by
-            :math:`\sqrt{(H^{-1})_{jj}}`, the posterior SD. Even an exact posterior's intervals
-            are off-centre at a fixed ``theta`` by about this much (coverage there is 0.95 only on
-            average over the prior), so ``calibrate(at=theta)``'s mean z should be read against it.
-        information: :math:`\hat I`, the learned scores' covariance over the data sets ``[d, d]``
-            (in ``u``); posterior_cov: :math:`H^{-1}`, the Laplace posterior covariance ``[d, d]``.
-    """
-
-    names: list[str]
-    theta: Tensor
-    mean: Tensor
-    se: Tensor
-    t: Tensor
-    shift: Tensor
-    shift_sd: Tensor
-    prior_pull: Tensor
-    prior_pull_sd: Tensor
-    information: Tensor
-    posterior_cov: Tensor
-    num_data_sets: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"names": self.names, "theta": self.theta.tolist(), "num_data_sets": self.num_data_sets,
-                **{k: getattr(self, k).tolist()
-                   for k in ("mean", "se", "t", "shift", "shift_sd", "prior_pull", "prior_pull_sd",
-                             "information", "posterior_cov")}}
-
-    def summary(self) -> str:
-        """A markdown table: t statistic, implied shift and the exact posterior's prior pull per parameter."""
-        lines = [f"| parameter | t = mean / se ({self.num_data_sets} data sets) | shift (u) | shift / sd "
-                 "| prior pull / sd (exact posterior) |",
-                 "|---|---|---|---|---|"]
-        for j, name in enumerate(self.names):
-            lines.append(f"| {name} | {float(self.t[j]):+.1f} | {float(self.shift[j]):+.3f} | "
-                         f"{float(self.shift_sd[j]):+.2f} | {float(self.prior_pull_sd[j]):+.2f} |")
-        return "\n".join(lines)
-
-
-def score_mean_test(estimator, theta: Tensor, num_data_sets: int = 1000, *, seed: int | None = None) -> ScoreMeanTest:
-    r"""Does the learned score have mean zero where it should? For the true likelihood score,
-    :math:`\mathbb E_{x\sim p(x\mid\theta)}\,\nabla_u\log p(x\mid T(u)) = 0` at every
-    :math:`\theta`: simulate ``num_data_sets`` data sets at ``theta [d]`` and test the learned
-    score's mean there (no sampling involved). It finds a biased score, not a badly scaled one
-    (a score 3x too large still has mean zero: :func:`calibrate` finds that). Also the exact
-    posterior's first-order offset at ``theta``, the prior's pull (:class:`ScoreMeanTest`).
-
-    Returns:
-        a :class:`ScoreMeanTest`.
-    """
-    estimator.likelihood_  # noqa: B018 - raises if the estimator is not fitted
-    if isinstance(num_data_sets, bool) or not isinstance(num_data_sets, int) or num_data_sets < 10:
-        raise ValueError(f"num_data_sets must be an integer >= 10, got {num_data_sets!r}")
-    space = estimator.space
-    d = space.dim
-    theta = _parameters(space, theta, "theta", ((d,),), f"{d} parameter values")
-    g = make_generator(estimator.seed if seed is None else seed, "score-mean-test")
-    _, views = _simulate_views(estimator, theta.expand(num_data_sets, d).clone(), g)
-    u = space.to_unconstrained(theta).expand(num_data_sets, 1, d)
-    with torch.no_grad():
-        scores = estimator.likelihood_.for_data_sets(views)(u)[:, 0]  # [M, d]
-    mean, se = scores.mean(0), scores.std(0) / math.sqrt(num_data_sets)
-    info = torch.cov(scores.T).reshape(d, d)
-    inverse = torch.linalg.pinv(info)
-    shift = inverse @ mean
-    # the exact posterior's first-order offset: a Newton step from u* on log prior + log likelihood,
-    # whose expected gradient at u* is the prior's alone
-    u_star = u[0, 0].detach().to(torch.float64)
-
-    def log_prior(v: Tensor) -> Tensor:  # [d] -> 0-d
-        return space.log_prob_unconstrained(v[None]).sum()
-
-    prior_grad = torch.autograd.functional.jacobian(log_prior, u_star)
-    posterior_cov = torch.linalg.pinv(info - torch.autograd.functional.hessian(log_prior, u_star))
-    prior_pull = posterior_cov @ prior_grad
-    return ScoreMeanTest(names=estimator.parameter_names or [f"theta{j}" for j in range(d)], theta=theta,
-                         mean=mean, se=se, t=mean / se.clamp_min(1e-300), shift=shift,
-                         shift_sd=shift / inverse.diagonal().clamp_min(1e-300).sqrt(),
-                         prior_pull=prior_pull,
-                         prior_pull_sd=prior_pull / posterior_cov.diagonal().clamp_min(1e-300).sqrt(),
-                         information=info, posterior_cov=posterior_cov, num_data_sets=num_data_sets)
-

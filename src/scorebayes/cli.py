@@ -7,43 +7,16 @@ line on stderr with exit code 2 (a traceback only with ``--debug``).
 from __future__ import annotations
 
 import argparse
-import json
 import runpy
 import sys
 import time
 import traceback
 from pathlib import Path
 
+from .apps.outputs import write_outputs
 from .config import ConfigError, load_config
 
-__all__ = ["main", "write_outputs"]
-
-
-def write_outputs(result, out_dir: Path, *, method: str, seed: int, seconds: float) -> dict:
-    """Write summary.json, samples.csv, pairplot.png (and posterior.nc if ArviZ is present)."""
-    posterior = result.posterior
-    out_dir.mkdir(parents=True, exist_ok=True)
-    summary = {
-        "method": method,
-        "seed": seed,
-        "seconds": round(seconds, 3),
-        "simulations": result.extra.get("simulations"),
-        "parameters": posterior.summary(),
-    }
-    for key, value in result.extra.items():
-        if key not in summary:
-            summary[key] = value
-    with open(out_dir / "summary.json", "w") as fh:
-        json.dump(summary, fh, indent=2)
-    posterior.to_csv(out_dir / "samples.csv")
-    posterior.pairplot(out_dir / "pairplot.png", truth=result.truth)
-    try:
-        import arviz  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        posterior.to_arviz().to_netcdf(str(out_dir / "posterior.nc"))
-    return summary
+__all__ = ["main"]
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from .apps import AppResult
-from .cli import write_outputs
+from .apps.outputs import write_outputs
 from .models import get_model
 from .parallel import make_generator
 from .sbi import ScoreLangevin

@@ -24,7 +24,7 @@ from torch import Tensor
 
 from .diagnostics import ess, rhat
 
-__all__ = ["Posterior", "weighted_quantile"]
+__all__ = ["Posterior", "finite_or_none", "weighted_quantile"]
 
 
 def weighted_quantile(values: np.ndarray, weights: np.ndarray | None, q: float) -> float:
@@ -160,8 +160,8 @@ class Posterior:
                     "sd": float(sd[k]),
                     "q2.5": float(lo[k]),
                     "q97.5": float(hi[k]),
-                    "rhat": _finite_or_none(r),
-                    "ess": _finite_or_none(e),
+                    "rhat": finite_or_none(r),
+                    "ess": finite_or_none(e),
                 }
             )
         return rows
@@ -241,7 +241,7 @@ class Posterior:
         return f"Posterior(chains={self.num_chains}, draws={self.num_draws}, dim={self.dim}{w})"
 
 
-def _finite_or_none(value: float | None) -> float | None:
+def finite_or_none(value: float | None) -> float | None:
     if value is None or not math.isfinite(value):
         return None
     return float(value)

@@ -35,7 +35,7 @@ from typing import Any
 
 from .. import calibration as calibration_check
 from ..config import ConfigError, check_keys, load_callable
-from ..posterior import _finite_or_none  # JSON has no NaN: undefined checks become null
+from ..posterior import finite_or_none  # JSON has no NaN: undefined checks become null
 from ..sbi import ScoreLangevin
 from ..sbi.settings import GROUPS, OPTION_GROUPS
 from ..scores.training import TrainingSchedule
@@ -160,7 +160,7 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
                                  "simulations_by_stage": posterior.info["simulations_by_stage"],
                                  "step_size": posterior.info["step_size"],
                                  # sampler checks (sbi.ScoreLangevin.sample; absent after MH correction)
-                                 **{k: _finite_or_none(posterior.info[k])
+                                 **{k: finite_or_none(posterior.info[k])
                                     for k in ("edge_fraction", "start_memory", "starts_redrawn",
                                               "starts_reflected", "chains_reset") if k in posterior.info},
                                  "failed_simulations": int(estimator.faults_["failed"]),

@@ -52,7 +52,8 @@ from ..priors import ParameterSpace
 from ..proposal import GaussianProposal, PriorSampler
 from ..scores.training import TrainingSchedule, checkpointing
 from ..simulators import Simulator, as_simulator
-from . import rounds
+from .rounds import (first_round, localized_proposal, move_tables, refine_debiasing, refine_proposal,
+                     refit_debiasing)
 from .likelihood import DataSmoothing, LearnedLikelihoodScore
 from .reference_tables import TableSource, to_unconstrained
 from .sample_store import load_samples, samples_name, save_samples
@@ -191,8 +192,8 @@ class ScoreLangevin:
                                        seed=self.seed, progress=self.progress, store=self.store,
                                        n_data=len(x_obs))
             self.faults_ = self.source_.faults
-            self.proposal_ = rounds.localized_proposal(self, x_obs)
-            rounds.first_round(self, x_obs)
+            self.proposal_ = localized_proposal(self, x_obs)
+            first_round(self, x_obs)
             self.fit_seconds_ = time.perf_counter() - start
         return self
 
@@ -225,24 +226,24 @@ class ScoreLangevin:
     def refine_proposal(self, posterior: Posterior, *, num_simulations: int | None = None,
                         inflation: float = 1.0) -> ScoreLangevin:
         """A table round around ``posterior`` (modes n, full, markov): :func:`scorebayes.sbi.rounds.refine_proposal`."""
-        rounds.refine_proposal(self, posterior, num_simulations=num_simulations, inflation=inflation)
+        refine_proposal(self, posterior, num_simulations=num_simulations, inflation=inflation)
         return self
 
     def move_tables(self, center: Tensor, sd: Tensor) -> ScoreLangevin:
         """Redraw the single mode's tables around ``center`` (``u``): :func:`scorebayes.sbi.rounds.move_tables`."""
-        rounds.move_tables(self, center, sd)
+        move_tables(self, center, sd)
         return self
 
     def refine_debiasing(self, posterior: Posterior | None = None, *, num_groups: int | None = None,
                          group_size: int | None = None, inflation: float = 2.0) -> ScoreLangevin:
         """New groups around ``posterior`` correct :math:`h_\\psi`: :func:`scorebayes.sbi.rounds.refine_debiasing`."""
-        rounds.refine_debiasing(self, posterior, num_groups=num_groups, group_size=group_size,
+        refine_debiasing(self, posterior, num_groups=num_groups, group_size=group_size,
                                 inflation=inflation)
         return self
 
     def refit_debiasing(self, posterior: Posterior, *, bandwidth: float = 5.0) -> ScoreLangevin:
         """The existing groups correct :math:`h_\\psi` near ``posterior``: :func:`scorebayes.sbi.rounds.refit_debiasing`."""
-        rounds.refit_debiasing(self, posterior, bandwidth=bandwidth)
+        refit_debiasing(self, posterior, bandwidth=bandwidth)
         return self
 
     def posterior_u(self, posterior: Posterior) -> Tensor:
