@@ -139,6 +139,20 @@ class BlockStore:
         """Block ``k``'s counts ``{"kept", "failed", "nonfinite"}``, or ``None`` if not complete."""
         return self.store.load_json(f"{self.prefix}/{k:06d}")
 
+    def completed(self, num_blocks: int, *, in_memory: bool) -> dict[int, tuple]:
+        """The complete blocks among ``0 .. num_blocks - 1``, in order, as :meth:`load` returns
+        them (``in_memory``), else only their counts ``(None, None, failed, nonfinite)``."""
+        found = {}
+        for k in range(num_blocks):
+            if in_memory:
+                block = self.load(k)
+            else:  # only the counts: the rows stay on disk
+                meta = self.meta(k)
+                block = None if meta is None else (None, None, meta["failed"], meta["nonfinite"])
+            if block is not None:
+                found[k] = block
+        return found
+
     def load(self, k: int) -> tuple[Tensor, Tensor | None, int, int] | None:
         """Block ``k`` in memory: ``(theta [r, d], x [r, n, p] or None, failed, nonfinite)``."""
         meta = self.meta(k)

@@ -40,9 +40,10 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Executor, wait
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -155,6 +156,69 @@ def simulate_table(
         >>> table.theta.shape, table.x.shape, table.simulations
         (torch.Size([1000, 1]), torch.Size([1000, 1, 1]), 10.0)
     """
+    plan = _plan(simulator, sampler, num, n_obs, block_size=block_size, chunk_size=chunk_size, n_data=n_data,
+                 executor=executor, store=store, on_simulator_error=on_simulator_error, retries=retries,
+                 max_failure_fraction=max_failure_fraction, in_memory=in_memory)
+    seed, tag, in_memory = int(seed), str(tag), plan.in_memory
+    results: dict[int, tuple] = {}
+    blocks_store = None
+    if store is not None:
+        recipe = {"num": plan.num, "n_obs": plan.n_obs, "block_size": plan.block_size, "seed": seed,
+                  "on_error": on_simulator_error, "retries": int(retries),
+                  "sampler": sampler_fingerprint(sampler, seed)}
+        blocks_store = BlockStore(store, tag, recipe)
+        results = blocks_store.completed(plan.num_blocks, in_memory=in_memory)
+    resumed_rows = sum(min(plan.block_size, plan.num - k * plan.block_size) for k in results)
+    todo = [k for k in range(plan.num_blocks) if k not in results]
+    tasks = [
+        (plan.simulator, sampler, plan.num, plan.n_obs, seed, tag, plan.block_size,
+         todo[start : start + plan.per_task], on_simulator_error, int(retries))
+        for start in range(0, len(todo), plan.per_task)
+    ]
+
+    def keep(done: list) -> None:
+        for k, theta, x, failed, nonfinite in done:
+            if blocks_store is not None:
+                blocks_store.save(k, theta, x, failed, nonfinite)
+            results[k] = (theta, x, failed, nonfinite) if in_memory else \
+                (None, None, failed, nonfinite)
+
+    # streaming: at most 16 tasks in flight (their blocks are in memory)
+    _run_tasks(tasks, keep, executor, window=len(tasks) if in_memory else 16, progress=progress,
+               desc=f"table {tag}")
+    failed = sum(r[2] for r in results.values())
+    nonfinite = sum(r[3] for r in results.values())
+    if in_memory:
+        theta, x = _concatenate(results)
+        _check_faults(failed, nonfinite, plan.num, tag, max_failure_fraction, x is not None)
+    else:  # memory-mapped: one block in memory at a time
+        kept = [k for k in sorted(results) if blocks_store.meta(k)["kept"]]
+        _check_faults(failed, nonfinite, plan.num, tag, max_failure_fraction, bool(kept))
+        theta, x = blocks_store.mapped(kept)
+    return ReferenceTable(
+        theta=theta, x=x, simulations=plan.num * plan.n_obs / plan.n_data, seed=seed, tag=tag,
+        block_size=plan.block_size, failed=failed, nonfinite=nonfinite,
+        resumed=resumed_rows * plan.n_obs / plan.n_data)
+
+
+class _Plan(NamedTuple):
+    """The checked sizes of a table and how its blocks are grouped into tasks."""
+
+    simulator: Simulator
+    num: int
+    n_obs: int
+    block_size: int
+    n_data: Any
+    num_blocks: int
+    per_task: int
+    in_memory: bool
+
+
+def _plan(simulator: Simulator | Any, sampler: Any, num: int, n_obs: int, *, block_size: int,
+          chunk_size: int | None, n_data: int | None, executor: Executor | None, store: Any,
+          on_simulator_error: str, retries: int, max_failure_fraction: float,
+          in_memory: bool | None) -> _Plan:
+    """Check the arguments of :func:`simulate_table` (before any work) and resolve the defaults."""
     simulator = as_simulator(simulator)
     if not callable(getattr(sampler, "sample", None)):
         raise TypeError(f"sampler must have a .sample(num, generator) method, got {sampler!r}")
@@ -183,49 +247,23 @@ def simulate_table(
     if executor is not None:
         check_picklable(simulator, "simulator")
         check_picklable(sampler, "sampler")
-
     if not in_memory and store is None:
         raise ValueError("in_memory=False maps the table from a run directory: pass store=")
+    return _Plan(simulator=simulator, num=num, n_obs=n_obs, block_size=block_size, n_data=n_data,
+                 num_blocks=num_blocks, per_task=per_task, in_memory=in_memory)
 
-    results: dict[int, tuple] = {}
-    blocks_store = None
-    resumed_rows = 0
-    if store is not None:
-        recipe = {"num": num, "n_obs": n_obs, "block_size": block_size, "seed": int(seed),
-                  "on_error": on_simulator_error, "retries": int(retries),
-                  "sampler": sampler_fingerprint(sampler, int(seed))}
-        blocks_store = BlockStore(store, str(tag), recipe)
-        for k in range(num_blocks):
-            if in_memory:
-                found = blocks_store.load(k)
-            else:  # only the counts: the rows stay on disk
-                meta = blocks_store.meta(k)
-                found = None if meta is None else (None, None, meta["failed"], meta["nonfinite"])
-            if found is not None:
-                results[k] = found
-                resumed_rows += min(block_size, num - k * block_size)
-    todo = [k for k in range(num_blocks) if k not in results]
-    tasks = [
-        (simulator, sampler, num, n_obs, int(seed), str(tag), block_size,
-         todo[start : start + per_task], on_simulator_error, int(retries))
-        for start in range(0, len(todo), per_task)
-    ]
 
-    def keep(done: list) -> None:
-        for k, theta, x, failed, nonfinite in done:
-            if blocks_store is not None:
-                blocks_store.save(k, theta, x, failed, nonfinite)
-            results[k] = (theta, x, failed, nonfinite) if in_memory else \
-                (None, None, failed, nonfinite)
-
-    bar = tqdm(total=len(tasks), desc=f"table {tag}", disable=not progress, leave=False)
+def _run_tasks(tasks: list[tuple], keep: Callable[[list], None], executor: Executor | None, *,
+               window: int, progress: bool, desc: str) -> None:
+    """Run ``simulate_task`` on each task, in order in-process or through ``executor`` with at most
+    ``window`` tasks in flight, and pass each result to ``keep`` as it arrives."""
+    bar = tqdm(total=len(tasks), desc=desc, disable=not progress, leave=False)
     try:
         if executor is None:
             for task in tasks:
                 keep(simulate_task(task))
                 bar.update(1)
-        else:  # streaming: at most 16 tasks in flight (their blocks are in memory)
-            window = len(tasks) if in_memory else 16
+        else:
             queue, pending = iter(tasks), set()
 
             def submit(count: int) -> None:
@@ -247,19 +285,6 @@ def simulate_table(
                 raise
     finally:
         bar.close()
-    failed = sum(r[2] for r in results.values())
-    nonfinite = sum(r[3] for r in results.values())
-    if in_memory:
-        theta, x = _concatenate(results)
-        _check_faults(failed, nonfinite, num, str(tag), max_failure_fraction, x is not None)
-    else:  # memory-mapped: one block in memory at a time
-        kept = [k for k in sorted(results) if blocks_store.meta(k)["kept"]]
-        _check_faults(failed, nonfinite, num, str(tag), max_failure_fraction, bool(kept))
-        theta, x = blocks_store.mapped(kept)
-    return ReferenceTable(
-        theta=theta, x=x, simulations=num * n_obs / n_data, seed=int(seed), tag=str(tag),
-        block_size=block_size, failed=failed, nonfinite=nonfinite,
-        resumed=resumed_rows * n_obs / n_data)
 
 
 def _concatenate(results: dict) -> tuple[Tensor | None, Tensor | None]:
