@@ -50,85 +50,24 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
-from scipy.optimize import minimize
 from torch import Tensor
 from torch.distributions import Distribution
-from tqdm.auto import tqdm
 
-from .parallel import check_picklable, make_generator, map_units
+from .localize_search import adam_search, nelder_mead_search
+from .parallel import make_generator
 from .priors import ParameterSpace
 from .priors import sample as sample_prior
 from .proposal import GaussianProposal
-from .simulators import Simulator, SimulatorError, as_simulator, check_simulation
+from .simulators import Simulator, as_simulator, check_simulation
+from .sliced_wasserstein import random_directions, sliced_wasserstein
 
 __all__ = ["Localization", "localize", "random_directions", "sliced_wasserstein"]
-
-
-def random_directions(
-    num: int, dim: int, *, batch: Sequence[int] = (), generator: torch.Generator | None = None
-) -> Tensor:
-    r"""Directions uniform on :math:`\mathbb S^{dim-1}`: ``[*batch, num, dim]`` float64."""
-    w = torch.randn(*batch, num, dim, generator=generator, dtype=torch.float64)
-    return w / w.norm(dim=-1, keepdim=True)
-
-
-def sliced_wasserstein(a: Tensor, b: Tensor, directions: Tensor) -> Tensor:
-    r"""Monte Carlo sliced Wasserstein-1 distance between empirical distributions.
-
-    .. math:: \widehat{SW}_1(a, b) = \frac1L\sum_{l=1}^L \int_0^1
-              \big|F^{-1}_{\omega_l^\top a}(t) - F^{-1}_{\omega_l^\top b}(t)\big|\,dt.
-
-    For :math:`m = n` each term is the mean absolute difference of the sorted projections;
-    otherwise the step quantile functions are integrated exactly over the merged grid
-    :math:`\{i/m\} \cup \{j/n\}`. Differentiable in ``a`` (and ``b``).
-
-    Arguments:
-        a: ``[..., m, p]`` point clouds (a batch).
-        b: ``[n, p]`` (or broadcastable ``[..., n, p]``).
-        directions: ``[L, p]`` unit vectors, or ``[..., L, p]`` (one set per batch element).
-
-    Returns:
-        ``[...]``, the distance for each cloud of ``a``.
-
-    Example:
-        >>> a, b = torch.tensor([[0.0], [1.0]]), torch.tensor([[2.0], [3.0], [2.5]])
-        >>> sliced_wasserstein(a, b, torch.ones(1, 1))  # W1 between {0, 1} and {2, 2.5, 3}
-        tensor(2.)
-    """
-    if a.dim() < 2 or b.dim() < 2 or not a.shape[-1] == b.shape[-1] == directions.shape[-1]:
-        raise ValueError(
-            f"expected a [..., m, p], b [n, p], directions [L, p] with one p, got "
-            f"{tuple(a.shape)}, {tuple(b.shape)}, {tuple(directions.shape)}"
-        )
-    m, n = a.shape[-2], b.shape[-2]
-    sa = _sort_last(directions @ a.transpose(-1, -2))  # [..., L, m]
-    sb = _sort_last(directions @ b.transpose(-1, -2))  # [..., L, n]
-    if m == n:
-        w1 = (sa - sb).abs().mean(-1)
-    else:  # breakpoints i*n and j*m in units of 1/(m n); interval (s_{k-1}, s_k]
-        grid = torch.unique(torch.cat([torch.arange(0, m + 1) * n, torch.arange(0, n + 1) * m]))
-        left, width = grid[:-1], (grid[1:] - grid[:-1]).to(sa.dtype) / (m * n)
-        qa = sa.index_select(-1, left // n)
-        qb = sb.index_select(-1, left // m)
-        w1 = ((qa - qb).abs() * width).sum(-1)
-    return w1.mean(-1)
-
-
-def _sort_last(t: Tensor) -> Tensor:
-    """Sort along the last axis; on CPU numpy's sort is ~3x faster than ``torch.sort``."""
-    if t.device.type != "cpu":
-        return torch.sort(t, dim=-1).values
-    values = t.detach().numpy()
-    if not t.requires_grad:
-        return torch.from_numpy(np.sort(values, axis=-1))
-    return t.gather(-1, torch.from_numpy(np.argsort(values, axis=-1)))
 
 
 @dataclass(frozen=True)
@@ -245,14 +184,7 @@ def localize(
     m = n if m is None else int(m)
     if min(replicates, iterations, num_directions, m, restarts) < 1:
         raise ValueError("replicates, iterations, num_directions, m and restarts must be positive")
-    if method == "auto":
-        method = "adam" if simulator.reparametrised else "nelder-mead"
-    if method not in ("adam", "nelder-mead"):
-        raise ValueError(f"method must be 'auto', 'adam' or 'nelder-mead', got {method!r}")
-    if method == "adam" and not simulator.reparametrised:
-        raise ValueError("method='adam' needs a simulator with latent and transform")
-    if restarts > 1 and (method != "adam" or not (isinstance(init, str) and init == "prior")):
-        raise ValueError("restarts > 1 needs method='adam' and init='prior'")
+    method = _checked_method(method, simulator, restarts, init)
     bounds = None if support is None else _support_bounds(support, space, method)
     _pilot(simulator, prior, space.dim, p, m, seed, method == "adam")
     u0 = _initial_u(init, prior, space, replicates * restarts, seed)
@@ -260,32 +192,16 @@ def localize(
         u0 = u0.clamp(*bounds)
     scale = _step_scale(step_scale, prior, space, seed)
     if method == "adam":
-        lr0, lr1 = (float(lr), float(lr)) if np.isscalar(lr) else map(float, lr)
-        if not (lr0 > 0 and lr1 > 0):
-            raise ValueError(f"lr must be positive (a number or (start, end)), got {lr!r}")
-        u_hat, history, loss = _adam(
+        lr0, lr1 = _checked_lr(lr)
+        u_hat, history, loss = adam_search(
             simulator, x_obs, space, u0, scale, m, iterations, num_directions,
             lr0, lr1, fixed_directions, seed, progress, restarts, bounds,
         )
         evaluations = replicates * restarts * (iterations + (restarts > 1))
     else:
-        budget = max_evaluations or 200 * space.dim
-        if executor is not None:
-            check_picklable(simulator, "simulator")
-            check_picklable(space, "prior")
-        units = [
-            (simulator, x_obs, space, u0[b], scale, m, num_directions, seed, b, budget, tolerance)
-            for b in range(replicates)
-        ]
-        results = map_units(_nelder_mead_replicate, units, executor=executor,
-                            progress=progress, desc="localize (Nelder-Mead)")
-        u_hat = torch.stack([r[0] for r in results])
-        loss = torch.tensor([r[1] for r in results], dtype=torch.float64)
-        evaluations = sum(len(r[2]) for r in results)
-        length = max(len(r[2]) for r in results)
-        traces = [np.minimum.accumulate(np.pad(r[2], (0, length - len(r[2])), "edge"))
-                  for r in results]
-        history = torch.as_tensor(np.mean(traces, axis=0))
+        u_hat, history, loss, evaluations = nelder_mead_search(
+            simulator, x_obs, space, u0[:replicates], scale, m, num_directions, seed,
+            max_evaluations or 200 * space.dim, tolerance, executor, progress)
     sd = u_hat.std(0) if replicates > 1 else torch.zeros(space.dim, dtype=torch.float64)
     proposal = GaussianProposal(space, u_hat.mean(0), sd.nan_to_num(0.0).clamp_min(min_sd))
     return Localization(
@@ -300,100 +216,25 @@ def localize(
     )
 
 
-def _repeat_rows(z: Any, k: int) -> Any:
-    """Repeat every row ``k`` times (a tensor or a tuple/list of tensors, batch first)."""
-    if k == 1:
-        return z
-    if isinstance(z, (tuple, list)):
-        return type(z)(_repeat_rows(t, k) for t in z)
-    return z.repeat_interleave(k, dim=0)
+def _checked_method(method: str, simulator: Simulator, restarts: int, init: Any) -> str:
+    """The search method (``"auto"`` resolved), checked against the simulator and the restarts."""
+    if method == "auto":
+        method = "adam" if simulator.reparametrised else "nelder-mead"
+    if method not in ("adam", "nelder-mead"):
+        raise ValueError(f"method must be 'auto', 'adam' or 'nelder-mead', got {method!r}")
+    if method == "adam" and not simulator.reparametrised:
+        raise ValueError("method='adam' needs a simulator with latent and transform")
+    if restarts > 1 and (method != "adam" or not (isinstance(init, str) and init == "prior")):
+        raise ValueError("restarts > 1 needs method='adam' and init='prior'")
+    return method
 
 
-def _adam(simulator, x_obs, space, u0, scale, m, iterations, num_directions,
-          lr0, lr1, fixed_directions, seed, progress, restarts=1, bounds=None):
-    """Joint Adam over the batch of replicates x restarts, projected onto ``bounds`` (``(low [d],
-    high [d])`` in ``u``) if given; returns ``u_hat [B, d]``, history, loss."""
-    num, p = u0.shape[0] // restarts, x_obs.shape[1]
-    z = _repeat_rows(simulator.latent(num, m, make_generator(seed, "localize", "latent")), restarts)
-    g_dir = make_generator(seed, "localize", "directions")
-
-    def draw_directions(count: int) -> Tensor:
-        return _repeat_rows(random_directions(count, p, batch=(num,), generator=g_dir), restarts)
-
-    directions = draw_directions(num_directions)
-    v = torch.zeros_like(u0, requires_grad=True)
-    optimizer = torch.optim.Adam([v], lr=lr0)
-    gamma = (lr1 / lr0) ** (1.0 / max(iterations - 1, 1))
-    schedule = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma)
-    history = torch.empty(iterations, dtype=torch.float64)
-    bar = tqdm(range(iterations), desc="localize", disable=not progress, leave=False)
-    for it in bar:
-        if it > 0 and not fixed_directions:
-            directions = draw_directions(num_directions)
-        theta = space.to_constrained(u0 + scale * v)
-        x = simulator.smooth_transform(theta, z)
-        if it == 0:
-            x = check_simulation(x, num * restarts, m, p)
-            if not x.requires_grad:
-                raise ValueError(
-                    "simulator.smooth_transform(theta, z) is not differentiable in theta "
-                    "(no gradient reaches it); fix the transform or use method='nelder-mead'"
-                )
-        loss = sliced_wasserstein(x.to(torch.float64), x_obs, directions)
-        bad = ~torch.isfinite(loss)
-        if bad.any():
-            b = int(bad.nonzero()[0])
-            raise ValueError(
-                f"non-finite sliced-Wasserstein loss at iteration {it} for {int(bad.sum())} "
-                f"replicates (first: replicate {b}, theta={theta[b].tolist()}); check the "
-                "simulator's transform on this parameter region"
-            )
-        optimizer.zero_grad()
-        loss.sum().backward()
-        optimizer.step()
-        if bounds is not None:  # projected step: back into the support box
-            with torch.no_grad():
-                v.copy_(((u0 + scale * v).clamp(*bounds) - u0) / scale)
-        schedule.step()
-        history[it] = loss.detach().mean()
-        if progress and it % 10 == 0:
-            bar.set_postfix(loss=f"{float(history[it]):.4g}")
-    u_hat, loss = (u0 + scale * v).detach(), loss.detach()
-    if restarts > 1:  # keep each replicate's best start, judged on common fixed directions
-        with torch.no_grad():
-            x = simulator.smooth_transform(space.to_constrained(u_hat), z)
-            final = sliced_wasserstein(x.to(torch.float64), x_obs, draw_directions(4 * num_directions))
-        best = final.reshape(num, restarts).argmin(1) + restarts * torch.arange(num)
-        u_hat, loss = u_hat[best], final[best]
-    return u_hat, history, loss
-
-
-def _nelder_mead_replicate(unit: tuple) -> tuple[Tensor, float, np.ndarray]:
-    """One derivative-free replicate (module level so that executors can pickle it)."""
-    simulator, x_obs, space, u0, scale, m, num_directions, seed, b, budget, tolerance = unit
-    directions = random_directions(num_directions, x_obs.shape[1],
-                                   generator=make_generator(seed, "localize", "directions", b))
-    trace: list[float] = []
-
-    def objective(v: np.ndarray) -> float:
-        u = u0 + scale * torch.as_tensor(v, dtype=torch.float64)
-        generator = make_generator(seed, "localize", "crn", b)  # same randomness every call
-        try:
-            with torch.no_grad():
-                x = simulator(space.to_constrained(u[None]), m, generator)
-            value = float(sliced_wasserstein(x[0].to(torch.float64), x_obs, directions))
-        except SimulatorError:
-            value = math.inf
-        trace.append(value if math.isfinite(value) else math.inf)
-        return trace[-1]
-
-    d = u0.numel()
-    simplex = np.vstack([np.zeros(d), 0.5 * np.eye(d)])
-    result = minimize(objective, np.zeros(d), method="Nelder-Mead", options={
-        "maxfev": budget, "xatol": tolerance, "fatol": math.inf,
-        "initial_simplex": simplex, "adaptive": d > 2})
-    u_hat = u0 + scale * torch.as_tensor(result.x, dtype=torch.float64)
-    return u_hat, float(result.fun), np.asarray(trace)
+def _checked_lr(lr: float | tuple[float, float]) -> tuple[float, float]:
+    """Adam's ``(start, end)`` learning rate from a number or a pair, both positive."""
+    lr0, lr1 = (float(lr), float(lr)) if np.isscalar(lr) else map(float, lr)
+    if not (lr0 > 0 and lr1 > 0):
+        raise ValueError(f"lr must be positive (a number or (start, end)), got {lr!r}")
+    return lr0, lr1
 
 
 def _check_observed(x_obs) -> Tensor:

@@ -49,7 +49,7 @@ from torch.distributions import Distribution
 from ..parallel import make_generator
 from ..posterior import Posterior
 from ..priors import ParameterSpace
-from ..proposal import GaussianProposal, PriorSampler
+from ..proposal import PriorSampler
 from ..scores.training import TrainingSchedule, checkpointing
 from ..simulators import Simulator, as_simulator
 from .rounds import (first_round, localized_proposal, move_tables, refine_debiasing, refine_proposal,
