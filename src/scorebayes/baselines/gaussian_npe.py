@@ -79,6 +79,18 @@ class GaussianDensityNetwork(nn.Module):
         return -MultivariateNormal(mean, scale_tril=tril).log_prob(u).mean()
 
 
+def _check_settings(*, batch_size: int | None, validation_fraction: float, learning_rate: float,
+                    **positive: int) -> None:
+    """Refuse bad training settings before any simulation, naming the setting."""
+    for label, value in positive.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{label} must be a positive integer, got {value!r}")
+    if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
+        raise ValueError(f"batch_size must be a positive integer or None, got {batch_size!r}")
+    if not 0 < validation_fraction < 1 or not learning_rate > 0:
+        raise ValueError("validation_fraction must be in (0, 1) and learning_rate positive")
+
+
 def gaussian_npe(
     x_obs: Tensor,
     prior: Distribution,
@@ -136,15 +148,9 @@ def gaussian_npe(
     start = time.perf_counter()
     x_obs = as_observed(x_obs)
     pareto_smooth(None, weight_smoothing)  # option check before any simulation
-    for label, value in (("num_samples", num_samples), ("hidden_features", hidden_features),
-                         ("num_layers", num_layers), ("max_epochs", max_epochs),
-                         ("patience", patience)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{label} must be a positive integer, got {value!r}")
-    if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
-        raise ValueError(f"batch_size must be a positive integer or None, got {batch_size!r}")
-    if not 0 < validation_fraction < 1 or not learning_rate > 0:
-        raise ValueError("validation_fraction must be in (0, 1) and learning_rate positive")
+    _check_settings(num_samples=num_samples, hidden_features=hidden_features, num_layers=num_layers,
+                    max_epochs=max_epochs, patience=patience, batch_size=batch_size,
+                    validation_fraction=validation_fraction, learning_rate=learning_rate)
     sampler, theta, s, s_obs, simulations = training_pairs(
         x_obs, prior, table=table, simulator=simulator, num_simulations=num_simulations,
         sampler=sampler, summary=summary, block_size=block_size, chunk_size=chunk_size,
