@@ -126,7 +126,7 @@ def trust_region_fit(estimator: ScoreLangevin, x_obs: Tensor, *, rounds: int = 4
     """
     from .proposal import GaussianProposal
 
-    if estimator.mode != "single":
+    if not estimator.view.single_observations:
         raise ValueError("trust_region_fit needs mode='single'")
     if not estimator.localization.enabled:
         raise ValueError("trust_region_fit starts from the localized proposal: use localize=True")

@@ -21,6 +21,7 @@ from torch.distributions import Uniform
 from scorebayes.priors import ParameterSpace, independent
 from scorebayes.sbi import ScoreLangevin, TrainingSchedule
 from scorebayes.sbi.debias import group_means
+from scorebayes.sbi.views import IIDDataSet
 from scorebayes.scores.coordinates import theta_and_jacobian
 from scorebayes.scores.local_debias import (LocalLinearCorrection, ThetaLinearCorrection, fit_kernel_correction,
                                             fit_local_correction)
@@ -126,7 +127,7 @@ def test_support_bounds_are_not_counted_as_edges():
 
 def test_refinement_needs_the_single_model_with_debiasing():
     est, _, _ = _fitted()
-    est.mode = "n"
+    est.view = IIDDataSet()  # as an n-mode estimator
     with pytest.raises(ValueError, match="mode='single'"):
         est.refine_debiasing(est.sample(50, chains=4))
 
@@ -239,7 +240,7 @@ def test_kernel_refit_validates_its_input():
     post = est.sample(50, chains=4)
     with pytest.raises(ValueError, match="bandwidth"):
         est.refit_debiasing(post, bandwidth=-1.0)
-    est.mode = "n"
+    est.view = IIDDataSet()  # as an n-mode estimator
     with pytest.raises(ValueError, match="mode='single'"):
         est.refit_debiasing(post)
 

@@ -119,7 +119,7 @@ class ScoreLangevin:
         self.mode, self.localization = mode, localization
         self.networks = networks.checked(self.space, mode)
         self.view = view_for_mode(mode, networks.data_features)
-        single = mode == "single"
+        single = self.view.single_observations
         self.tables = tables
         self.antithetic = single if tables.antithetic is None else bool(tables.antithetic)
         # an n-model step carries batch_size * n observations: fewer data sets per step

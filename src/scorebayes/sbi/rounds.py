@@ -110,7 +110,7 @@ def first_round(est: ScoreLangevin, x_obs: Tensor) -> None:
     gen = make_generator(est.seed, "training")
     p_net = est.view.observed(x_obs).shape[-1]
     score_net, mean_net = _new_networks(est, p_net)
-    if est.mode == "single":
+    if est.view.single_observations:
         est.table_rounds_ = [{"proposal": est.proposal_}]
         _fit_single_model(est, x_obs, score_net, mean_net, gen, "")
     else:
@@ -158,7 +158,7 @@ def _fit_data_set_score(est: ScoreLangevin, x_obs: Tensor, score_net: Any, densi
         def weight_fn(u: Tensor, x: Tensor) -> Tensor:  # g evaluated at theta = T(u)
             return user_weight(space.to_constrained(u.double()).to(u.dtype), x)
 
-    penalties = est.training.curvature_penalties if est.mode in ("n", "markov") else (0.0,)
+    penalties = est.training.curvature_penalties if est.view.curvature_penalty else (0.0,)
     est.fit_report_ = fit_score_network(
         score_net, u_t.float(), est.view.table(x_t), density.grad_log_prob_unconstrained(u_t).float(),
         schedule=est.schedule, penalties=penalties, weight_fn=weight_fn, pairs=pairs, generator=gen,
@@ -179,7 +179,7 @@ def refine_proposal(est: ScoreLangevin, posterior: Posterior, *, num_simulations
     ``simulations_["table_N<k>"]``.
     """
     likelihood = est.likelihood_
-    if est.mode == "single":
+    if est.view.single_observations:
         raise ValueError("refine_proposal needs mode 'n', 'full' or 'markov'; for the "
                          "single-model use refine_debiasing")
     if not inflation > 0:
@@ -219,7 +219,7 @@ def move_tables(est: ScoreLangevin, center: Tensor, sd: Tensor) -> None:
     ``table_rounds_``; local debiasing corrections of earlier rounds are dropped. The chains are then
     confined to the new table's region, so it must contain the posterior."""
     likelihood = est.likelihood_
-    if est.mode != "single":
+    if not est.view.single_observations:
         raise ValueError("move_tables needs mode='single'; for the other modes use refine_proposal")
     center = torch.as_tensor(center, dtype=torch.float64).reshape(-1)
     sd = torch.as_tensor(sd, dtype=torch.float64).reshape(-1)
@@ -252,7 +252,7 @@ def refine_debiasing(est: ScoreLangevin, posterior: Posterior | None = None, *, 
     :math:`q`. Cost: ``simulations_["refine<k>"]``.
     """
     likelihood = est.likelihood_
-    if est.mode != "single" or likelihood.mean_net is None:
+    if not est.view.single_observations or likelihood.mean_net is None:
         raise ValueError("refine_debiasing needs mode='single' with debiasing (debias != 'none')")
     if inflation <= 0:
         raise ValueError(f"inflation must be > 0, got {inflation}")
@@ -277,7 +277,7 @@ def refit_debiasing(est: ScoreLangevin, posterior: Posterior, *, bandwidth: floa
     already simulated (single mode; no new simulations;
     :func:`~scorebayes.sbi.debias.add_kernel_correction`). Needs an elementwise transform."""
     likelihood = est.likelihood_
-    if est.mode != "single" or likelihood.mean_net is None or not hasattr(est, "debias_groups_"):
+    if not est.view.single_observations or likelihood.mean_net is None or not hasattr(est, "debias_groups_"):
         raise ValueError("refit_debiasing needs mode='single' with debiasing (debias != 'none')")
     if not bandwidth > 0:
         raise ValueError(f"bandwidth must be > 0, got {bandwidth}")

@@ -34,6 +34,11 @@ class DataView:
 
     #: the fewest observations a data set needs
     min_observations = 1
+    #: trained on single-observation tables with a debiasing network (Algorithm 3), or on tables of
+    #: whole data sets (Algorithm 2)
+    single_observations = False
+    #: whether the curvature penalty applies to its score matching
+    curvature_penalty = True
 
     def table(self, x: Tensor) -> Tensor:
         """Simulated data sets ``[N, n, p]`` -> network inputs ``[N, m, p_net]``."""
@@ -52,6 +57,8 @@ class DataView:
 class SingleObservation(DataView):
     """Mode ``"single"``: units are observations; trained on single-observation tables."""
 
+    single_observations = True
+
 
 class IIDDataSet(DataView):
     """Mode ``"n"``: units are observations; trained on tables of whole i.i.d. data sets."""
@@ -59,6 +66,8 @@ class IIDDataSet(DataView):
 
 class WholeDataSet(DataView):
     """Mode ``"full"``: the whole data set (or its summary) is one unit, ``vec(x)``."""
+
+    curvature_penalty = False
 
     def table(self, x: Tensor) -> Tensor:
         return x.reshape(x.shape[0], 1, -1)
@@ -87,6 +96,7 @@ class WithFeatures(DataView):
     def __init__(self, base: DataView, features: Callable[[Tensor], Tensor], chunk_elements: int = 1 << 24):
         self.base, self.features, self.chunk_elements = base, features, chunk_elements
         self.min_observations = base.min_observations
+        self.single_observations, self.curvature_penalty = base.single_observations, base.curvature_penalty
 
     def check(self, x_obs: Tensor) -> None:
         self.base.check(x_obs)
