@@ -1,4 +1,4 @@
-r"""Accuracy metrics of the experiments (App. C; METHODS I.10, V.A17) and sample-set distances.
+r"""Accuracy metrics of the experiments (App. C of the Langevin-SBI paper) and sample-set distances.
 
 Per-parameter metrics over repetitions (Tables 1, 3, 6): the bias of the posterior mean
 :math:`|\mathbb E(\hat\theta) - \theta^*|`, the width of the equal-tailed 95% credible

@@ -23,7 +23,7 @@ Only differences of log-densities enter, so an unnormalised density or a score a
 
 References:
     | Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025), eq. (5), App. A
-    | https://arxiv.org/abs/2501.00467 (seed file 004_4c01255ce52071c1.txt)
+    | https://arxiv.org/abs/2501.00467
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ For a noise-conditional score :math:`\tilde s(x, \sigma) \approx \nabla\log p_\s
 or an MH acceptance rule built per level (annealed MALA). Step rules:
 
 - ``"geometric"`` (Song & Ermon, 2019): :math:`h_i = h\,\sigma_i^2/\sigma_L^2`;
-- ``"snr"`` (the score_sde Langevin corrector, METHODS.md V.C7):
+- ``"snr"`` (the score_sde Langevin corrector):
   :math:`h_i = 2(\tau\,\overline{\|z\|}/\overline{\|\tilde s(x,\sigma_i)\|})^2` with norms averaged over the
   chains as score_sde does, computed once at the start of the level and held fixed in it, so
   :math:`q(x'\mid x)` and :math:`q(x\mid x')` use the same step. (V.C7 suggests one step per chain;
@@ -19,7 +19,7 @@ References:
     | https://arxiv.org/abs/1907.05600
     | Score-Based Generative Modeling through SDEs (Song et al., 2021), https://arxiv.org/abs/2011.13456
     | Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025), Sec. 5, App. D
-    | https://arxiv.org/abs/2501.00467 (seed file 004_4c01255ce52071c1.txt)
+    | https://arxiv.org/abs/2501.00467
 """
 
 from __future__ import annotations

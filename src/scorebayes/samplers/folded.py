@@ -1,6 +1,6 @@
 r"""Sign-folded log-square coordinates for sign-symmetric parameters (a ``space`` for the samplers).
 
-The graphical models' squared parameters :math:`\theta = \tilde\theta^2` (METHODS.md V.B8) make
+The graphical models' squared parameters :math:`\theta = \tilde\theta^2` make
 the posterior in :math:`\tilde\theta` invariant under :math:`\tilde\theta_i\mapsto-\tilde\theta_i`:
 it has mirror copies, and a sampler whitened around one copy diverges when it crosses into
 another. :class:`FoldedSquares` samples :math:`w = \log\tilde\theta^2` instead, i.e. the
@@ -9,7 +9,7 @@ identified :math:`|\tilde\theta|`, with the mirror copies folded together.
 References:
     | Generalised Bayesian Inference for Discrete Intractable Likelihood
     | (Matsubara, Knoblauch, Briol and Oates, 2023), Section 4.3 (squared parameters)
-    | https://arxiv.org/abs/2206.08420 (seed file 003_6360ec15413368be.txt)
+    | https://arxiv.org/abs/2206.08420
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class FoldedSquares:
     References:
         | Generalised Bayesian Inference for Discrete Intractable Likelihood
         | (Matsubara, Knoblauch, Briol and Oates, 2023), Section 4.3 (squared parameters)
-        | https://arxiv.org/abs/2206.08420 (seed file 003_6360ec15413368be.txt)
+        | https://arxiv.org/abs/2206.08420
     """
 
     def __init__(self, base: ParameterSpace, squared: Sequence[int] | Tensor):

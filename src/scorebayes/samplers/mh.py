@@ -25,7 +25,7 @@ Example:
 
 References:
     | Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025)
-    | https://arxiv.org/abs/2501.00467 (seed file 004_4c01255ce52071c1.txt)
+    | https://arxiv.org/abs/2501.00467
     | BlackJAX: Composable Bayesian inference in JAX (Cabezas et al., 2024)
     | https://arxiv.org/abs/2402.10797
 """

@@ -13,7 +13,7 @@ the same draws.
 
 :class:`~scorebayes.samplers.folded.FoldedSquares` (re-exported here) is a bijection to pass as
 ``space`` when the target is invariant under the sign flip of some coordinates (the squared
-parameters :math:`\tilde\theta` of the graphical models, METHODS.md V.B8).
+parameters :math:`\tilde\theta` of the graphical models).
 
 References:
     | The No-U-Turn Sampler (Hoffman and Gelman, 2014) https://arxiv.org/abs/1111.4246

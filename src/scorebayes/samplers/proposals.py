@@ -8,7 +8,7 @@ Every proposal :math:`q(x' \mid x)` exposes, for chains ``x [C, d]``:
   size, never on the positions),
 - ``grads(x_to, x_from) -> (d_from, d_to)``, each ``[C, d]``:
   :math:`(\partial_{x_{from}} \log q(x_{to}\mid x_{from}),\ \partial_{x_{to}} \log q(x_{to}\mid x_{from}))`,
-  the blocks needed by the score balance matching loss (METHODS.md III.2, III.4).
+  the blocks needed by the score balance matching loss.
 
 Kernels (step sizes may be floats or tensors ``[C, 1]`` broadcasting over chains):
 
@@ -22,7 +22,7 @@ Kernels (step sizes may be floats or tensors ``[C, 1]`` broadcasting over chains
 
 References:
     | Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025), Sec. 3 and Algorithm 1
-    | https://arxiv.org/abs/2501.00467 (seed file 004_4c01255ce52071c1.txt)
+    | https://arxiv.org/abs/2501.00467
     | MCMC methods for functions: modifying old algorithms to make them faster (Cotter et al., 2013)
     | https://arxiv.org/abs/1202.0709
 """

@@ -5,8 +5,8 @@ Chains ``u [C, k]`` live in the unconstrained space :math:`u = T^{-1}(\theta)` o
 
 .. math:: \log\pi_u(u) = \log\pi(T(u)) + \log|\det J_T(u)|
 
-(the log-Jacobian; e.g. :math:`\sum_i\log\theta_i` for a random walk on :math:`\log\theta`,
-METHODS.md V.B10). A step proposes :math:`u' = u + s\odot\varepsilon`, :math:`\varepsilon\sim N(0,I)`,
+(the log-Jacobian; e.g. :math:`\sum_i\log\theta_i` for a random walk on :math:`\log\theta`).
+A step proposes :math:`u' = u + s\odot\varepsilon`, :math:`\varepsilon\sim N(0,I)`,
 and accepts with probability :math:`\min(1, \pi_u(u')/\pi_u(u))`.
 
 The step is the MH kernel of :mod:`scorebayes.samplers.mh` with a
