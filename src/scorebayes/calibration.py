@@ -125,9 +125,9 @@ class Calibration:
 
     def plot(self, path: str | None = None, *, bins: int = 10):
         """Rank histograms, one panel per parameter, with the 99% band of a uniform histogram."""
-        from .plots import _pyplot
+        from .plots import pyplot
 
-        plt = _pyplot()
+        plt = pyplot()
         d = len(self.names)
         cols = min(4, d)
         rows = math.ceil(d / cols)

@@ -8,10 +8,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["pairplot"]
+__all__ = ["pairplot", "pyplot"]
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
+    """matplotlib.pyplot on the non-interactive Agg backend (unless one is already chosen)."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -29,9 +30,9 @@ def pairplot(posterior: Any, path: str | Path | None = None, *,
     draws; the truth (if given) as red lines. At most ``max_dims`` parameters shown.
     Returns the figure (and saves it to ``path`` if given).
     """
-    plt = _pyplot()
+    plt = pyplot()
     draws = posterior.draws.numpy()
-    weights = posterior._flat_weights()
+    weights = posterior.flat_weights()
     d = min(draws.shape[1], max_dims)
     rng = np.random.default_rng(0)
     take = rng.choice(len(draws), size=min(max_points, len(draws)), replace=False, p=weights)

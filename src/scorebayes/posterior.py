@@ -97,7 +97,8 @@ class Posterior:
         """All draws flattened over chains, ``[C*S, d]``."""
         return self.samples.reshape(-1, self.dim)
 
-    def _flat_weights(self) -> np.ndarray | None:
+    def flat_weights(self) -> np.ndarray | None:
+        """The draws' weights flattened over chains, ``[S]``, or ``None`` when unweighted."""
         return None if self.weights is None else self.weights.reshape(-1).numpy()
 
     def mean(self) -> Tensor:
@@ -115,7 +116,7 @@ class Posterior:
 
     def quantile(self, q: float) -> Tensor:
         """Marginal quantile ``q`` of each parameter, ``[d]``."""
-        w = self._flat_weights()
+        w = self.flat_weights()
         x = self.draws.numpy()
         return torch.tensor([weighted_quantile(x[:, k], w, q) for k in range(self.dim)])
 

@@ -80,7 +80,7 @@ def test_lyddon_beta_is_one_for_a_well_specified_likelihood():
 @pytest.mark.parametrize("kind", ["cmp", "pgm", "cmpgm", "ising-pseudo"])
 def test_closed_form_hessian_matches_autograd(kind):
     from scorebayes.discrete import CMPGraphicalModel, IsingModel, PoissonGraphicalModel, PseudoLikelihoodLoss
-    from scorebayes.discrete.minimisers import _grad_hessian
+    from scorebayes.discrete.minimisers import grad_hessian
     from scorebayes.priors import sample
 
     g = torch.Generator().manual_seed(0)
@@ -99,8 +99,8 @@ def test_closed_form_hessian_matches_autograd(kind):
     weights = torch.rand(4, loss.rows.shape[0], generator=g, dtype=D64) * 3
     for objective in (loss, loss.reweighted(weights)):
         assert objective.has_closed_form
-        closed = _grad_hessian(objective, u, space)
-        plain = _grad_hessian(lambda t, o=objective: o(t), u, space)  # a lambda hides the closed form
+        closed = grad_hessian(objective, u, space)
+        plain = grad_hessian(lambda t, o=objective: o(t), u, space)  # a lambda hides the closed form
         for a, b in zip(closed, plain, strict=True):
             assert torch.allclose(a, b, rtol=1e-8, atol=1e-8)
 

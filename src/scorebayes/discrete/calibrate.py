@@ -49,7 +49,7 @@ from tqdm.auto import tqdm
 from ..parallel import derive_seed, make_generator, map_units
 from ..priors import ParameterSpace
 from ..priors import sample as sample_prior
-from .minimisers import CONVERGED, ESCAPED, NON_FINITE, NOT_CONVERGED, _grad_hessian, minimise
+from .minimisers import CONVERGED, ESCAPED, NON_FINITE, NOT_CONVERGED, grad_hessian, minimise
 
 __all__ = ["minimise", "bootstrap_weights", "bootstrap_minimisers", "beta_star", "lyddon_beta",
            "CalibrationError", "CalibrationWarning", "Calibration", "calibrate_beta", "check_robust_options",
@@ -239,7 +239,7 @@ def beta_star(loss: Callable[[Tensor], Tensor], prior: Distribution, theta_boot:
     Raises:
         CalibrationError: if all gradients vanish or the numerator is not positive.
     """
-    _, grad, hess = _grad_hessian(loss, theta_boot.detach().to(torch.float64))
+    _, grad, hess = grad_hessian(loss, theta_boot.detach().to(torch.float64))
     trace = hess.diagonal(dim1=1, dim2=2).sum(-1)
     with torch.enable_grad():
         theta = theta_boot.detach().to(torch.float64).clone().requires_grad_(True)

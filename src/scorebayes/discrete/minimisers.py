@@ -58,10 +58,10 @@ from torch import Tensor
 
 from ..priors import ParameterSpace
 
-__all__ = ["minimise", "CONVERGED", "NOT_CONVERGED", "NON_FINITE", "ESCAPED"]
+__all__ = ["minimise", "grad_hessian", "CONVERGED", "NOT_CONVERGED", "NON_FINITE", "ESCAPED"]
 
 
-def _grad_hessian(objective: Callable[[Tensor], Tensor], u: Tensor,
+def grad_hessian(objective: Callable[[Tensor], Tensor], u: Tensor,
                   space: ParameterSpace | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """Value ``[B]``, gradient ``[B, k]`` and Hessian ``[B, k, k]`` of ``objective(T(u))`` for separable rows.
 
@@ -120,7 +120,7 @@ def _newton(objective: Callable[[Tensor], Tensor], u: Tensor, space: ParameterSp
     start = u
     status = torch.full((u.shape[0],), NOT_CONVERGED, dtype=torch.int64)
     for _ in range(max_iter):
-        value, grad, hess = _grad_hessian(objective, u, space)
+        value, grad, hess = grad_hessian(objective, u, space)
         bad = ~(torch.isfinite(value) & torch.isfinite(grad).all(-1) & torch.isfinite(hess).flatten(1).all(-1))
         status = torch.where(bad & (status <= NOT_CONVERGED), NON_FINITE, status)
         if not bool((status == NOT_CONVERGED).any()):

@@ -61,7 +61,7 @@ class IsingModel(ExponentialFamilyModel):
             table[i].append(j)
             table[j].append(i)
         self.neighbour_table = torch.tensor([t + [d] * (4 - len(t)) for t in table])
-        self._c = 1.0 if edge_count == "single" else 2.0
+        self.edge_factor = 1.0 if edge_count == "single" else 2.0
 
     def _edges(self) -> Tensor:
         m = self.side
@@ -82,13 +82,13 @@ class IsingModel(ExponentialFamilyModel):
     def flip_change(self, x: Tensor) -> Tensor:
         r""":math:`\Delta_j = T(\text{flip}_j x) - T(x)` for every spin: ``[n, d] -> [n, d]``."""
         s = self.neighbour_sums(x)
-        return self._c * (-2 * x * s if self.coding == "pm1" else (1 - 2 * x) * s)
+        return self.edge_factor * (-2 * x * s if self.coding == "pm1" else (1 - 2 * x) * s)
 
     def natural_parameters(self, theta: Tensor) -> Tensor:
         return 1.0 / theta
 
     def sufficient_statistics(self, x: Tensor) -> Tensor:
-        return self._c * (x[:, self.edges[:, 0]] * x[:, self.edges[:, 1]]).sum(-1, keepdim=True)
+        return self.edge_factor * (x[:, self.edges[:, 0]] * x[:, self.edges[:, 1]]).sum(-1, keepdim=True)
 
     def base_measure(self, x: Tensor) -> Tensor:
         return torch.zeros(x.shape[0], dtype=x.dtype)
@@ -125,7 +125,7 @@ def sample_ising(model: IsingModel, theta: float, n: int, *, num_steps: int = 10
     padded = torch.cat([x, torch.zeros(n, 1, dtype=torch.float64)], dim=1)
     rows = torch.arange(n)
     table = model.neighbour_table
-    scale = model._c / float(theta)
+    scale = model.edge_factor / float(theta)
     done = 0
     bar = tqdm(total=num_steps, desc="ising", disable=not progress, leave=False)
     while done < num_steps:
