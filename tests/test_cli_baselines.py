@@ -102,17 +102,17 @@ def test_cli_bsl_user_summary(tmp_path):
 
 @pytest.mark.parametrize("change, message", [
     (lambda b: b.replace('parameters = ["a", "b"]', 'parameters = ["a"]'),
-     "prior has 2 parameter(s) but 1"),
+     "[model] parameters = [\"a\"]: the prior has 2 parameter(s) but 1 are named"),
     (lambda b: b.replace('true_parameters = [0.5, -1.0]\nn = 10', 'observed = "missing.csv"'),
      "not found"),
     (lambda b: b.replace("sims.py:simulate", "sims.py:two_columns")
      .replace('true_parameters = [0.5, -1.0]\nn = 10', 'observed = "x.csv"'),
      "p=4 column(s)"),
     (lambda b: b.replace("sims.py:simulate", "nothere.py:simulate"), "file not found"),
-    (lambda b: b.replace("n = 10", "n = 10\ncolumns = 3"), "unknown key(s) in [data]"),
-    (lambda b: b.replace("n = 10", "n = 0"), "positive integer"),
-    (lambda b: b.replace('dist = "normal"', 'dist = "normall"', 1), "unknown dist"),
-    (lambda b: b.replace("[0.5, -1.0]", "[0.5]"), "1 values for 2"),
+    (lambda b: b.replace("n = 10", "n = 10\ncolumns = 3"), "[data] columns = 3: unknown key"),
+    (lambda b: b.replace("n = 10", "n = 0"), "[data] n = 0: must be an integer >= 1"),
+    (lambda b: b.replace('dist = "normal"', 'dist = "normall"', 1), "[[prior]] 1 dist = \"normall\": unknown distribution; did you mean normal?"),
+    (lambda b: b.replace("[0.5, -1.0]", "[0.5]"), "true_parameters = [0.5]: has 1 values for 2 parameters"),
 ])
 def test_cli_bad_input(tmp_path, capsys, change, message):
     np.savetxt(tmp_path / "x.csv", np.zeros((5, 2)), delimiter=",")
@@ -123,18 +123,18 @@ def test_cli_bad_input(tmp_path, capsys, change, message):
 
 
 @pytest.mark.parametrize("method, options, message", [
-    ("abc", "num_simulation = 10\n", "unknown key(s) in [options]"),
-    ("abc", "prior = 3\n", "unknown key(s) in [options]"),
-    ("abc", "k = 0\n", "k must be"),
-    ("npe", 'estimator = "nsf"\n', "estimator must be one of"),
+    ("abc", "num_simulation = 10\n", "[options] num_simulation = 10: unknown key; did you mean num_simulations?"),
+    ("abc", "prior = 3\n", "[options] prior = 3: unknown key; allowed: block_size"),
+    ("abc", "k = 0\n", "[options] k = 0: must be an integer >= 1"),
+    ("npe", 'estimator = "nsf"\n', 'estimator = "nsf": must be one of "maf", "gaussian"'),
     ("bsl", 'summary = "flatten"\n', "for npe"),
     ("bsl", 'summary = "sims.py:nope"\n', "has no attribute"),
-    ("abc", "workers = 0\n", "workers must be"),
-    ("abc-pmc", "k = 5\n", "k must be an integer in [10"),
+    ("abc", "workers = 0\n", "[options] workers = 0: must be an integer >= 1"),
+    ("abc-pmc", "k = 5\n", "[options] k = 5: must be an integer >= 10"),
     ("abc-pmc", 'summary = "flatten"\n', "for npe; abc-pmc needs a summary"),
     ("abc-pmc", 'on_simulator_error = "retry"\n', "abc-pmc keeps no reference table and has no fault"),
     ("abc-pmc", "stream_tables = true\n", "abc-pmc keeps no reference table"),
-    ("abc-pmc", "num_simulations = 10\n", "unknown key(s) in [options]"),
+    ("abc-pmc", "num_simulations = 10\n", "[options] num_simulations = 10: unknown key"),
 ])
 def test_cli_bad_options(tmp_path, capsys, method, options, message):
     cfg = write(tmp_path, method, options=options)

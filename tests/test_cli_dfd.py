@@ -85,7 +85,7 @@ def test_builtin_with_frequency_table(tmp_path):
     ("log_p", '[[0, "inf"], [0, 1]]', "x.csv", "domain has 2 coordinate(s) but the data have 1"),
     ("wrong_shape", '[[0, "inf"]]', "x.csv", "shape [B, n]"),
     ("not_finite", '[[0, "inf"]]', "x.csv", "non-finite"),
-    ("log_p", '[["zero", "inf"]]', "x.csv", "not a number"),
+    ("log_p", '[["zero", "inf"]]', "x.csv", '[model] domain = [["zero", "inf"]]: must be a list of [low, high] pairs'),
 ])
 def test_bad_input_gives_one_clear_line(user_setup, capsys, fn, domain, data, message):
     (user_setup / "frac.csv").write_text("1\n2.5\n3\n")
@@ -123,11 +123,11 @@ def test_robust_calibration_options_reach_calibrate_beta(user_setup, monkeypatch
 
 
 @pytest.mark.parametrize("line, message", [
-    ("max_flagged = 1.5", "max_flagged must be a fraction in [0, 1), got 1.5"),
-    ("max_flagged = nan", "max_flagged must be a fraction in [0, 1), got nan"),
-    ("max_distance = -2.0", "max_distance must be positive"),
-    ("max_step = 0", "max_step must be positive"),
-    ("max_step = \"big\"", "max_step must be positive"),
+    ("max_flagged = 1.5", "[options] max_flagged = 1.5: must be a number in [0, 1)"),
+    ("max_flagged = nan", "[options] max_flagged = nan: must be a number in [0, 1)"),
+    ("max_distance = -2.0", "[options] max_distance = -2.0: must be a number > 0"),
+    ("max_step = 0", "[options] max_step = 0: must be a number > 0"),
+    ("max_step = \"big\"", "[options] max_step = \"big\": must be a number > 0"),
 ])
 @pytest.mark.parametrize("beta", ["", "beta = 1.0\n"])
 def test_bad_robust_calibration_options_fail_before_the_loss(user_setup, monkeypatch, capsys, line, message, beta):

@@ -69,13 +69,13 @@ def test_run_writes_the_contract_outputs(tmp_path):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"extra": "not_an_option = 3"}, "unknown key"),
+        ({"extra": "not_an_option = 3"}, "[options] not_an_option = 3: unknown key"),
         ({"fn": "bad_shape"}, "shape"),
         ({"fn": "missing_function"}, "no attribute"),
         ({"data": 'observed = "nothere.csv"'}, "not found"),
-        ({"extra": 'mode = "sideways"'}, "mode must be one of"),
-        ({"data": "true_parameters = [1.0, 2.0]\nn = 10"}, "true_parameters has 2 values"),
-        ({"extra": "localize_in_support = true"}, "localize_in_support needs support_fn"),
+        ({"extra": 'mode = "sideways"'}, 'mode = "sideways": must be one of "single"'),
+        ({"data": "true_parameters = [1.0, 2.0]\nn = 10"}, "true_parameters = [1.0, 2.0]: has 2 values for 1 parameters"),
+        ({"extra": "localize_in_support = true"}, "localize_in_support = true: needs support_fn"),
     ],
 )
 def test_bad_input_is_one_clear_line(tmp_path, capsys, kwargs, message):
@@ -120,10 +120,10 @@ def test_option_calibration_writes_its_report(tmp_path):
 
 
 @pytest.mark.parametrize("calibration, message", [
-    ('"yes"', "must be true or a table"),
+    ('"yes"', 'calibration = "yes": must be true or false or a table'),
     ("{data_sets = 20}", "data_sets"),
-    ("{num_data_sets = 1}", "num_data_sets must be an integer >= 2"),
-    ("{at = [1.0, 2.0]}", "calibration.at must be a list of 1"),
+    ("{num_data_sets = 1}", "calibration num_data_sets = 1: must be an integer >= 2"),
+    ("{at = [1.0, 2.0]}", "calibration at = [1.0, 2.0]: must be a list of 1 parameter values"),
 ])
 def test_bad_calibration_options_fail_before_the_fit(tmp_path, capsys, calibration, message):
     out = tmp_path / "out"

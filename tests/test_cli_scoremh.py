@@ -55,7 +55,7 @@ def test_score_mh_end_to_end(tmp_path, proposal, acceptance):
     ("few", "", "at least"),
     ("ok", 'proposal = "hmc"\n', "proposal"),
     ("ok", 'bogus = 1\n', "unknown key"),
-    ("ok", 'steps = 0\n', "positive integer"),
+    ("ok", 'steps = 0\n', "steps = 0: must be an integer >= 1"),
     ("ok", 'step_size = -0.1\n', "step_size"),
 ])
 def test_bad_input_one_line(tmp_path, capsys, content, extra, message):

@@ -1,7 +1,17 @@
-"""The ``scorebayes`` command line: ``run``, ``demo`` and ``bench``.
+"""The ``scorebayes`` command line: ``run``, ``demo``, ``status`` and ``bench``.
 
-A thin layer over the Python API. Bad input is reported as one
-line on stderr with exit code 2 (a traceback only with ``--debug``).
+A thin layer over the Python API. Failures are told apart by kind, each one line on stderr:
+
+- bad input (a :class:`~scorebayes.config.ConfigError`: the config schema's errors, a missing
+  file, data of the wrong shape, a simulator's unusable output): exit 2, no traceback. A run
+  refused before any work leaves no output directory behind.
+- the user's code raised (a simulator, model, summary or prior function named in the config):
+  exit 2, the message names the user's file and line (the innermost frame in that file).
+- anything else is a bug in scorebayes: exit 1, ``internal error: TYPE: MESSAGE (a bug in
+  scorebayes; traceback in DIR/error.log)``, the traceback written to ``DIR/error.log`` (the
+  run's ``--out`` directory; the system's temporary directory for other commands).
+
+``--debug`` prints the traceback of every kind.
 """
 
 from __future__ import annotations
@@ -9,12 +19,13 @@ from __future__ import annotations
 import argparse
 import runpy
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
 
 from .apps.outputs import write_outputs
-from .config import ConfigError, load_config
+from .config import ConfigError, load_config, one_line, user_frame
 
 __all__ = ["main"]
 
@@ -22,25 +33,31 @@ __all__ = ["main"]
 def _cmd_run(args: argparse.Namespace) -> int:
     from .apps import get_runner
     from .apps.common import using_store
+    from .apps.schema import validate
     from .store import RunStore
 
     config_path = Path(args.config)
+    out_dir = Path(args.out) if args.out else Path("runs") / config_path.stem
+    args.out_dir = out_dir  # where an internal error's traceback goes
     config = load_config(config_path)
+    validate(config, config_path.parent.resolve())  # every key checked before any work
     seed = int(args.seed if args.seed is not None else config.get("seed", 0))
     method = config["method"]
     runner = get_runner(method)
-    out_dir = Path(args.out) if args.out else Path("runs") / config_path.stem
     start = time.perf_counter()
+    existed = out_dir.exists()
     created = not (out_dir / "manifest.json").is_file()
     store = RunStore(out_dir, config=config, seed=seed, fresh=args.fresh)
     try:
         with using_store(store):
             result = runner(config, base_dir=config_path.parent.resolve(), out_dir=out_dir,
                             seed=seed, progress=not args.quiet and sys.stderr.isatty())
-    except (ConfigError, ValueError, TypeError):
+    except Exception:
         # refused before any work (e.g. a bad option): the corrected config may reuse --out
         if created and not any(p.is_file() for p in out_dir.rglob("*") if p.name != "manifest.json"):
             (out_dir / "manifest.json").unlink(missing_ok=True)
+            if not existed:
+                _remove_empty(out_dir)
         raise
     extra = result.extra
     extra.setdefault("resumed_simulations", 0)
@@ -58,9 +75,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _remove_empty(folder: Path) -> None:
+    """Remove ``folder`` and the empty folders inside it (nothing if it holds a file)."""
+    try:
+        for sub in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+            sub.rmdir()
+        folder.rmdir()
+    except OSError:
+        pass
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
+    args.out_dir = Path(args.out)
     run_demo(Path(args.out), seed=args.seed or 0, progress=not args.quiet and sys.stderr.isatty())
     return 0
 
@@ -136,11 +164,37 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: re-run the same command to resume", file=sys.stderr)
         return 130
-    except (ConfigError, ValueError, TypeError, FileNotFoundError, ImportError) as err:
-        if args.debug:
-            traceback.print_exc()
-        print(f"scorebayes: error: {err}", file=sys.stderr)
+    except Exception as err:  # noqa: BLE001 - every failure is reported by kind
+        return _report(err, args)
+
+
+def _report(err: Exception, args: argparse.Namespace) -> int:
+    """One line on stderr for ``err`` by kind (see the module docstring); the exit code."""
+    from .simulators import SimulatorError
+
+    if args.debug:
+        traceback.print_exception(err)
+    if isinstance(err, ConfigError | SimulatorError):
+        print(f"scorebayes: error: {one_line(err, 2000)}", file=sys.stderr)
         return 2
+    found = user_frame(err)
+    if found is not None:
+        file, line, function = found
+        print(f"scorebayes: error: your code raised {type(err).__name__}: {one_line(err)} at "
+              f"{file}:{line} in {function}" + ("" if args.debug else " (--debug for the traceback)"),
+              file=sys.stderr)
+        return 2
+    folder = getattr(args, "out_dir", None) or Path(tempfile.gettempdir())
+    log = Path(folder) / "error.log"
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text("".join(traceback.format_exception(err)))
+        where = f"traceback in {log}"
+    except OSError:
+        where = "run with --debug for the traceback"
+    print(f"scorebayes: internal error: {type(err).__name__}: {one_line(err)} "
+          f"(a bug in scorebayes; {where})", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

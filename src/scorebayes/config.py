@@ -3,16 +3,21 @@
 Everything here validates user input and turns it into Python objects: callables
 named ``"file.py:function"`` / ``"package.module:function"``, data files (CSV with an
 optional header, ``.npy``), priors and option tables. Errors are :class:`ConfigError`
-with one clear line; nothing below the CLI reads configuration.
+with one clear line; nothing below the CLI reads configuration. A function of the user's
+that raises is reported as :class:`UserCodeError`, naming the file and line in the user's
+code (:func:`user_frame`: the files :func:`load_callable` loaded are the user's).
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import inspect
+import re
 import sys
 import tomllib
+import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -21,6 +26,8 @@ import numpy as np
 
 __all__ = [
     "ConfigError",
+    "UserCodeError",
+    "user_frame",
     "load_config",
     "load_callable",
     "load_array",
@@ -33,11 +40,54 @@ class ConfigError(ValueError):
     """Bad user input: reported as one line on stderr by the CLI."""
 
 
-TOP_LEVEL_KEYS = {"method", "seed", "model", "prior", "data", "options", "name"}
+#: files of the user's code, as loaded by :func:`load_callable` (resolved paths)
+USER_FILES: set[str] = set()
+_REMOTE_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def user_frame(err: BaseException, files: Iterable[str] | None = None) -> tuple[str, int, str] | None:
+    """``(file, line, function)`` of the innermost traceback frame of ``err`` in one of ``files``
+    (default :data:`USER_FILES`), looking through its causes and a worker process's traceback
+    text; ``None`` if the user's code is not on the traceback."""
+    files = set(USER_FILES if files is None else files)
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        found = None
+        if isinstance(err, SyntaxError) and err.filename and str(Path(err.filename).resolve()) in files:
+            found = (str(Path(err.filename).resolve()), int(err.lineno or 0), "<module>")
+        for frame, line in traceback.walk_tb(err.__traceback__):
+            if str(Path(frame.f_code.co_filename).resolve()) in files:
+                found = (frame.f_code.co_filename, line, frame.f_code.co_name)
+        if found is None and type(err).__name__ == "_RemoteTraceback":  # concurrent.futures worker
+            remote = [m for m in _REMOTE_FRAME.findall(str(err)) if str(Path(m[0]).resolve()) in files]
+            found = (remote[-1][0], int(remote[-1][1]), remote[-1][2]) if remote else None
+        if found is not None:
+            return found
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def one_line(err: BaseException, limit: int = 300) -> str:
+    """``err``'s message on one line (whitespace collapsed, cut to ``limit`` characters)."""
+    text = " ".join(str(err).split()) or "(no message)"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+class UserCodeError(ConfigError):
+    """A function of the user's (simulator, model, summary, prior) raised ``original``.
+
+    The message names ``what`` was running, the exception and the innermost frame of the user's
+    code (``location = (file, line, function)``, or ``None`` if not found)."""
+
+    def __init__(self, what: str, original: BaseException):
+        self.original, self.location = original, user_frame(original)
+        at = f" at {self.location[0]}:{self.location[1]} in {self.location[2]}" if self.location else ""
+        super().__init__(f"{what} raised {type(original).__name__}: {one_line(original)}{at}")
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
-    """Read a TOML config and check its top-level keys."""
+    """Read a TOML config (its keys are checked by :func:`scorebayes.apps.schema.validate`)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
@@ -45,18 +95,17 @@ def load_config(path: str | Path) -> dict[str, Any]:
         with open(path, "rb") as fh:
             config = tomllib.load(fh)
     except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{path}: invalid TOML: {err}") from None
-    check_keys(config, TOP_LEVEL_KEYS, "config")
-    if "method" not in config:
-        raise ConfigError(f"{path}: missing `method` (e.g. method = \"score-langevin\")")
+        raise ConfigError(f"{path}: invalid TOML: {one_line(err)}") from None
     return config
 
 
 def check_keys(table: dict[str, Any], allowed: Iterable[str], where: str) -> None:
-    """Raise on keys of ``table`` not in ``allowed`` (catches typos early)."""
-    unknown = sorted(set(table) - set(allowed))
-    if unknown:
-        raise ConfigError(f"unknown key(s) in {where}: {unknown}; allowed: {sorted(allowed)}")
+    """Raise on the first key of ``table`` not in ``allowed``, with the closest allowed name."""
+    allowed = sorted(allowed)
+    for key in sorted(set(table) - set(allowed)):
+        close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}?" if close else f"allowed: {', '.join(allowed)}"
+        raise ConfigError(f"{where} {key}: unknown key; {hint}")
 
 
 def check_options(options: dict[str, Any], function: Callable, where: str = "[options]",
@@ -89,16 +138,19 @@ def load_callable(spec: str, base_dir: str | Path, what: str = "function") -> Ca
             sys.modules[module_name] = module  # so functions defined there can be pickled by name
             if str(file.parent) not in sys.path:
                 sys.path.insert(0, str(file.parent))
+            USER_FILES.add(str(file))
             try:
                 spec_obj.loader.exec_module(module)
             except Exception as err:  # noqa: BLE001 - user code may raise anything
                 sys.modules.pop(module_name, None)
-                raise ConfigError(f"{what}: importing {file.name} failed: {type(err).__name__}: {err}") from None
+                raise UserCodeError(f"{what}: importing {file.name}", err) from err
     else:
         try:
             module = importlib.import_module(target)
         except ImportError as err:
-            raise ConfigError(f"{what}: cannot import module {target!r}: {err}") from None
+            raise ConfigError(f"{what}: cannot import module {target!r}: {one_line(err)}") from None
+        if getattr(module, "__file__", None) and not module.__name__.startswith("scorebayes"):
+            USER_FILES.add(str(Path(module.__file__).resolve()))
     obj = getattr(module, name, None)
     if obj is None:
         raise ConfigError(f"{what}: {target} has no attribute {name!r}")

@@ -42,7 +42,7 @@ from typing import Any
 import torch
 
 from ..baselines import abc_pmc, abc_w1, bsl, gaussian_npe, mean_sd_summary, npe
-from ..config import ConfigError, check_options, load_callable
+from ..config import ConfigError, UserCodeError, check_options, load_callable
 from ..baselines._common import seed_from
 from ..parallel import derive_seed, make_generator
 from ..proposal import PriorSampler
@@ -88,8 +88,7 @@ def _summary(spec: Any, method: str, config: dict, base_dir: Path, x_obs: torch.
     try:
         s = torch.as_tensor(fn(x_obs[None]))
     except Exception as err:  # noqa: BLE001 - user code
-        raise ConfigError(f"[options] summary failed on the observed data: "
-                          f"{type(err).__name__}: {err}") from None
+        raise UserCodeError("[options] summary on the observed data", err) from err
     if s.dim() != 2 or s.shape[0] != 1 or not torch.isfinite(s).all():
         raise ConfigError(f"[options] summary must map x [B, n, p] to finite [B, k]; got shape "
                           f"{tuple(s.shape)} for B=1")

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch.distributions import Distribution
 
-from ..config import ConfigError, check_keys, load_array, load_callable
+from ..config import ConfigError, UserCodeError, check_keys, load_array, load_callable
 from ..parallel import EXECUTORS, TLS_KEYS, make_executor, make_generator, tls_security
 from ..priors import PriorError, prior_from_spec
 from ..priors import sample as sample_prior
@@ -141,8 +141,7 @@ def load_prior(config: dict, base_dir: str | Path, num_params: int | None = None
             try:
                 obj = obj()
             except Exception as err:  # noqa: BLE001 - user code
-                raise ConfigError(f"prior {spec}: calling it failed: "
-                                  f"{type(err).__name__}: {err}") from None
+                raise UserCodeError(f"prior {spec}", err) from err
         if not isinstance(obj, Distribution):
             raise ConfigError(f"prior {spec} must be (or return) a torch Distribution, "
                               f"got {type(obj).__name__}")
@@ -184,7 +183,7 @@ def _simulate(simulator: Simulator, theta: torch.Tensor, n: int, generator: torc
     except SimulatorError as err:
         raise ConfigError(f"{what}: {err}") from None
     except Exception as err:  # noqa: BLE001 - user simulator code
-        raise ConfigError(f"{what}: the simulator failed: {type(err).__name__}: {err}") from None
+        raise UserCodeError(f"{what}: the simulator", err) from err
     if x.dim() != 3 or x.shape[:2] != (theta.shape[0], n):
         raise ConfigError(f"{what}: the simulator returned shape {tuple(x.shape)}, expected "
                           f"[B={theta.shape[0]}, n={n}, p]")

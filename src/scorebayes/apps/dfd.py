@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..config import ConfigError, check_keys, check_options, load_array, load_callable
+from ..config import (ConfigError, UserCodeError, check_keys, check_options, load_array, load_callable,
+                      user_frame)
 from ..discrete import (
     BernoulliModel, CMPGraphicalModel, CMPModel, DFDLoss, IsingModel, KSDLoss, PoissonGraphicalModel,
     PoissonMixtureModel, PoissonModel, UserModel, generalised_bayes, sample_cmp,
@@ -134,10 +135,10 @@ def _check_model(model: Any, prior: Any, rows: torch.Tensor, seed: int) -> None:
     try:
         value = model.log_unnormalized(theta, rows)
         lm, lp, valid = model.log_ratios(theta, rows)
-    except ValueError as err:
-        raise ConfigError(f"[model] {err}") from None
     except Exception as err:  # noqa: BLE001 - user code may raise anything
-        raise ConfigError(f"[model] evaluating the model failed: {type(err).__name__}: {err}") from None
+        if isinstance(err, ValueError) and user_frame(err) is None:  # the model's checks of its output
+            raise ConfigError(f"[model] {err}") from None
+        raise UserCodeError("[model] evaluating the model", err) from err
     if not bool(torch.isfinite(value).all()):
         i = int(torch.nonzero(~torch.isfinite(value))[0, 1])
         raise ConfigError(f"[model] the model returned a non-finite value at data row {rows[i].tolist()} "

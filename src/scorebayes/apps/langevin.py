@@ -56,7 +56,7 @@ def _keywords(function: Any) -> set[str]:
 
 def split_options(options: dict[str, Any], base_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """Split ``[options]`` into (constructor kwargs, sample kwargs), converting tables."""
-    init_keys = (set(OPTION_GROUPS) | _keywords(ScoreLangevin.__init__)) - set(GROUPS) - _RESERVED
+    init_keys = (set(OPTION_GROUPS) | (_keywords(ScoreLangevin.__init__) - set(GROUPS))) - _RESERVED
     sample_keys = _keywords(ScoreLangevin.sample) - {"seed"}
     check_keys(options, init_keys | sample_keys, "[options]")
     init, sample = {}, {}
