@@ -3,8 +3,9 @@
 A thin layer over the Python API. Failures are told apart by kind, each one line on stderr:
 
 - bad input (a :class:`~scorebayes.config.ConfigError`: the config schema's errors, a missing
-  file, data of the wrong shape, a simulator's unusable output): exit 2, no traceback. A run
-  refused before any work leaves no output directory behind.
+  file, data of the wrong shape; a :class:`~scorebayes.simulators.SimulatorError`: a simulator's
+  unusable output; a :class:`~scorebayes.store.StoreError`: an ``--out`` directory of another
+  run): exit 2, no traceback. A run refused before any work leaves no output directory behind.
 - the user's code raised (a simulator, model, summary or prior function named in the config):
   exit 2, the message names the user's file and line (the innermost frame in that file).
 - anything else is a bug in scorebayes: exit 1, ``internal error: TYPE: MESSAGE (a bug in
@@ -104,7 +105,10 @@ def _find_benchmarks() -> Path:
 def _cmd_status(args: argparse.Namespace) -> int:
     from .run_status import format_status, read_status
 
-    statuses = [read_status(folder) for folder in args.dirs]  # a bad folder stops before any output
+    try:
+        statuses = [read_status(folder) for folder in args.dirs]  # a bad folder stops before any output
+    except FileNotFoundError as err:  # not a run directory: the user's mistake
+        raise ConfigError(str(err)) from None
     print("\n".join(format_status(status) for status in statuses))
     return 0
 
@@ -171,10 +175,11 @@ def main(argv: list[str] | None = None) -> int:
 def _report(err: Exception, args: argparse.Namespace) -> int:
     """One line on stderr for ``err`` by kind (see the module docstring); the exit code."""
     from .simulators import SimulatorError
+    from .store import StoreError
 
     if args.debug:
         traceback.print_exception(err)
-    if isinstance(err, ConfigError | SimulatorError):
+    if isinstance(err, ConfigError | SimulatorError | StoreError):
         print(f"scorebayes: error: {one_line(err, 2000)}", file=sys.stderr)
         return 2
     found = user_frame(err)

@@ -53,6 +53,12 @@ def _unique(names: list[str]) -> str | None:
     return None if len(set(names)) == len(names) else "must not repeat a name"
 
 
+PRIOR_TABLE = {
+    "dist": Key("dist", Str(tuple(sorted(PRIOR_FAMILIES))), None, "the distribution (its arguments: "
+                "see [[prior]] distributions)", required=True),
+    "name": Key("name", Str(), None, "the parameter's name (if [model] parameters is not given)"),
+    "ARGUMENT": Key("ARGUMENT", Float(), None, "the distribution's arguments, e.g. loc, scale", required=True),
+}
 NAMES = Key("parameters", ListOf(Str(), min_length=1), None, "parameter names, in order (length d)",
             default_text="theta0 .. theta{d-1}", check=_unique)
 PRIOR_KEY = Key("prior", Either((ListOf(Table(what="table"), min_length=1), Function())), None,
@@ -266,7 +272,7 @@ def cli_reference() -> str:
             for name, table in tables:
                 lines += [f"### {name or 'top level'}", "", *_rows(table), ""]
             if where == "[model]":
-                lines += ["### [[prior]]", "", "One table per parameter, in order: `dist` (below), "
-                          "optional `name`, and the distribution's arguments.", ""]
+                lines += ["### [[prior]]", "", "One table per parameter, in order (or the top-level "
+                          '`prior = "file.py:function"`).', "", *_rows(PRIOR_TABLE), ""]
     lines += ["## [[prior]] distributions", "", *_prior_rows(), ""]
     return "\n".join(lines)

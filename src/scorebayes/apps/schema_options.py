@@ -129,7 +129,7 @@ def _langevin() -> dict[str, Key]:
                 **_dataclass(Training), **_dataclass(Simulation)}
     settings.update(localize=True, localization={}, localize_in_support=False, proposal_inflation=2.0,
                     network_coordinates="unconstrained")
-    init = _keys({**settings, **_signature(ScoreLangevin.__init__)}, {
+    init = _keys({**_signature(ScoreLangevin.__init__), **settings}, {
         "mode": (Str(MODES), "the data view: single observations, or whole data sets (n, full, markov)"),
         "localize": (Bool(), "draw the tables from the localized proposal q (false: the prior)"),
         "localization": (LOCALIZE, "options of the localization (localize())"),

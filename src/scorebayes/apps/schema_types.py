@@ -144,7 +144,7 @@ class Str(Type):
 
     def problem(self, value, base_dir=None):
         if not isinstance(value, str):
-            return "must be a string" + (f": one of {', '.join(map(show, self.choices))}" if self.choices else "")
+            return f"must be one of {', '.join(map(show, self.choices))}" if self.choices else "must be a string"
         if self.choices and value not in self.choices:
             close = difflib.get_close_matches(value, list(self.choices), n=1, cutoff=0.6)
             hint = f"; did you mean {show(close[0])}?" if close else ""
