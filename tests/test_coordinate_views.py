@@ -328,12 +328,14 @@ def run_config(tmp_path, model_name: str, options: str) -> int:
 
 
 @pytest.mark.parametrize("model_name, options, message", [
-    ("gaussian_mean", 'score_views = "builtin"', "needs a builtin model with data views"),
-    ("epidemic5", 'score_views = "own"', 'must be a list of index lists or "builtin"'),
-    ("gaussian_mean", 'data_features = "builtin"', 'data_features = "builtin" needs a builtin epidemic'),
-    ("epidemic5", 'data_features = 3', "data_features must be a function"),
-    ("epidemic5", 'score_views = "builtin"\ntied_views = "floors"', 'tied_views must be a list'),
-    ("gaussian_mean", 'score_views = [[0]]\ntied_views = "builtin"', 'tied_views = "builtin" needs a builtin epidemic'),
+    ("gaussian_mean", 'score_views = "builtin"', '[options] score_views = "builtin": needs a builtin epidemic'),
+    ("epidemic5", 'score_views = "own"', '[options] score_views = "own": must be one of "builtin" or a list'),
+    ("gaussian_mean", 'data_features = "builtin"', '[options] data_features = "builtin": needs a builtin epidemic'),
+    ("epidemic5", 'data_features = 3', '[options] data_features = 3: must be one of "builtin" or "file.py:function"'),
+    ("epidemic5", 'score_views = "builtin"\ntied_views = "floors"',
+     '[options] tied_views = "floors": must be one of "builtin" or a list'),
+    ("gaussian_mean", 'score_views = [[0]]\ntied_views = "builtin"',
+     '[options] tied_views = "builtin": needs a builtin epidemic'),
 ])
 def test_cli_score_views_errors(tmp_path, capsys, model_name, options, message):
     assert run_config(tmp_path, model_name, options) == 2

@@ -119,7 +119,7 @@ def test_bsl_killed_with_sigkill_resumes_bit_identically(tmp_path, monkeypatch):
     assert (out / "samples.csv").read_bytes() == (reference / "samples.csv").read_bytes()
 
 
-def test_bsl_simulator_faults_are_rejected_and_counted(tmp_path, monkeypatch):
+def test_bsl_simulator_faults_are_rejected_and_counted(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SB_FAIL_ABOVE", "1.5")
     out = tmp_path / "out"
     cfg = _write(tmp_path, "bsl", BSL + "max_failure_fraction = 0.5\n")
@@ -130,13 +130,15 @@ def test_bsl_simulator_faults_are_rejected_and_counted(tmp_path, monkeypatch):
     samples = np.loadtxt(out / "samples.csv", delimiter=",", skiprows=1)
     assert samples[:, 0].max() <= 1.5  # columns mu, chain, draw
     cfg = _write(tmp_path / "raise", "bsl", BSL + 'on_simulator_error = "raise"\n')
-    with pytest.raises(RuntimeError, match="diverged"):
-        _run(cfg, tmp_path / "out_raise")
+    capsys.readouterr()
+    assert _run(cfg, tmp_path / "out_raise") == 2  # the user's simulator raised: named, with its file
+    err = capsys.readouterr().err
+    assert "diverged" in err and ".py:" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("method, options, message", [
-    ("abc", "num_simulations = 5000\nk = 0\n", "k must be"),
-    ("abc", "num_simulations = 5000\nk = 6000\n", "k must be"),
+    ("abc", "num_simulations = 5000\nk = 0\n", "[options] k = 0"),
+    ("abc", "num_simulations = 5000\nk = 6000\n", "[options] k = 6000"),
     ("npe", 'estimator = "gaussian"\nnum_simulations = 5000\nmax_epochs = 0\n', "max_epochs"),
     ("npe", 'estimator = "gaussian"\nnum_simulations = 5000\nvalidation_fraction = 2.0\n',
      "validation_fraction"),
@@ -226,12 +228,12 @@ def test_bootstrap_persistence_is_bit_identical_and_executor_independent(tmp_pat
 
 
 @pytest.mark.parametrize("old, new, message", [
-    ("", "steps = 0\n", "steps must be"),
-    ("", 'method = "bfgs"\n', "method must be"),
-    ("", 'sampler = "gibbs"\n', "sampler must be"),
+    ("", "steps = 0\n", "[options] steps = 0: must be an integer >= 1"),
+    ("", 'method = "bfgs"\n', "[options] method = \"bfgs\": must be one of"),
+    ("", 'sampler = "gibbs"\n', "[options] sampler = \"gibbs\": must be one of"),
     ("thin = 1", "thin = 0", "thin"),  # the sampler's options, checked before the calibration
     ("num_samples = 50", "num_samples = 0", "num_samples"),
-    ("", "beta = -1.0\n", "beta must be positive"),
+    ("", "beta = -1.0\n", "[options] beta = -1.0: must be a number > 0"),
 ])
 def test_dfd_bad_option_values_fail_before_the_calibration(tmp_path, monkeypatch, capsys,
                                                            old, new, message):

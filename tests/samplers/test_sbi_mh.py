@@ -211,4 +211,4 @@ mh_correction = "%s"
     (tmp_path / "bad.toml").write_text((config % "quadrature").replace('mh_correction = "quadrature"\n', "")
                                        + "mh_jump_every = 5\n")
     assert main(["run", str(tmp_path / "bad.toml"), "--out", str(tmp_path / "bad3"), "--quiet"]) != 0
-    assert "need mh_correction" in capsys.readouterr().err
+    assert 'needs mh_correction = "quadrature" or "learned"' in capsys.readouterr().err
