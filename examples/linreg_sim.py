@@ -1,4 +1,4 @@
-"""A batched simulator for examples/linear_regression.toml: rows (x, y), y = a + b x + N(0, 0.5^2)."""
+"""A batched simulator for examples/langevin_sbi.toml: rows (x, y), y = a + b x + N(0, 0.5^2)."""
 
 import torch
 
