@@ -49,3 +49,38 @@ def test_page_runs(page, tmp_path, monkeypatch):
             if skipped:
                 continue
             exec(compile("\n" * (line - 1) + code, str(page), "exec"), namespace)  # noqa: S102 - our own docs
+
+
+TOML_BLOCK = re.compile(r"```toml\n(.*?)```", re.S)
+EXAMPLES = DOCS.parent / "examples"
+#: the example config each page's TOML fragments belong to (its method's)
+EXAMPLE_OF = {"score-langevin": "langevin_sbi.toml", "dfd-bayes": "dfd_bayes.toml", "score-mh": "score_mh.toml"}
+TOML_PAGES = sorted(p for p in DOCS.rglob("*.md") if TOML_BLOCK.search(p.read_text()))
+
+
+@pytest.mark.parametrize("page", TOML_PAGES, ids=[str(p.relative_to(DOCS)) for p in TOML_PAGES])
+def test_toml_blocks_pass_the_config_schema(page, tmp_path):
+    """Every config on a page is valid (running it would need its data files and minutes): a whole
+    config is checked with its [data] replaced by the method's example data, a fragment (no
+    ``method``) merged into the score-langevin example; the schema refuses unknown keys and bad values."""
+    import shutil
+    import tomllib
+
+    from scorebayes.apps.schema import validate
+
+    for name in ("linreg_sim.py", "dfd_cmp_counts.csv", "moons_samples.csv"):
+        shutil.copy(EXAMPLES / name, tmp_path / name)
+    for block in TOML_BLOCK.findall(page.read_text()):
+        given = tomllib.loads(block)
+        method = given.get("method", "score-langevin")
+        config = tomllib.loads((EXAMPLES / EXAMPLE_OF[method]).read_text())
+        if "method" in given:
+            given.pop("data", None)
+            config.pop("options", None)
+            if "log_unnormalized" in given.get("model", {}) or "simulator" in given.get("model", {}):
+                given["model"] = config["model"]  # the example's own model file
+            config.update(given)
+        else:  # a fragment of [options] (or of the top level)
+            options = given.pop("options", given)
+            config["options"] = {**config.get("options", {}), **options}
+        validate(config, tmp_path)

@@ -43,7 +43,7 @@ def activation_class(name: str | type[nn.Module]) -> type[nn.Module]:
     return name
 
 def mlp(widths: Sequence[int], activation: str | type[nn.Module]) -> nn.Sequential:
-    """``Linear(w_0, w_1), act, Linear(w_1, w_2), ..., Linear(w_{L-1}, w_L)``: ``[*, w_0] -> [*, w_L]``.
+    r"""``Linear(w_0, w_1), act, Linear(w_1, w_2), ..., Linear(w_{L-1}, w_L)``: ``[*, w_0] -> [*, w_L]``.
 
     Arguments:
         widths: :math:`(w_0, \dots, w_L)`, at least two (two: one affine map, no activation).
