@@ -58,6 +58,46 @@ EXAMPLE_OF = {"score-langevin": "langevin_sbi.toml", "dfd-bayes": "dfd_bayes.tom
 TOML_PAGES = sorted(p for p in DOCS.rglob("*.md") if TOML_BLOCK.search(p.read_text()))
 
 
+def _data_files(folder: Path) -> None:
+    """The files the pages' whole configs name: the examples', plus x.csv (50 rows of the linear
+    regression), counts.csv (500 CMP draws) and cmp.py (the CMP log-pmf without its normaliser)."""
+    import importlib.util
+    import shutil
+
+    import numpy as np
+
+    from scorebayes.discrete import sample_cmp
+
+    for name in ("linreg_sim.py", "dfd_cmp_counts.csv", "moons_samples.csv"):
+        shutil.copy(EXAMPLES / name, folder / name)
+    shutil.copy(EXAMPLES / "moons_samples.csv", folder / "samples.csv")
+    spec = importlib.util.spec_from_file_location("linreg_sim", EXAMPLES / "linreg_sim.py")
+    sim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sim)
+    x = sim.simulate(torch.tensor([[0.5, -1.0]], dtype=torch.float64), 50, torch.Generator().manual_seed(0))[0]
+    np.savetxt(folder / "x.csv", x.numpy(), delimiter=",")
+    counts = sample_cmp(torch.tensor([4.0, 0.75]), 500, generator=torch.Generator().manual_seed(0))
+    np.savetxt(folder / "counts.csv", counts.numpy(), fmt="%d", delimiter=",")
+    (folder / "cmp.py").write_text(
+        "import torch\n\n\ndef log_p(theta, x):\n"
+        "    return x[:, 0] * theta[:, :1].log() - theta[:, 1:] * torch.lgamma(x[:, 0] + 1)\n")
+
+
+WHOLE = [(p, i) for p in TOML_PAGES for i, b in enumerate(TOML_BLOCK.findall(p.read_text())) if "method =" in b]
+
+
+@pytest.mark.parametrize("page, index", WHOLE, ids=[f"{p.relative_to(DOCS)}-{i}" for p, i in WHOLE])
+def test_whole_configs_run_as_printed(page, index, tmp_path, capsys):
+    """A page's whole config runs with ``scorebayes run`` beside the files it names."""
+    from scorebayes.cli import main
+
+    _data_files(tmp_path)
+    config = tmp_path / "run.toml"
+    config.write_text(TOML_BLOCK.findall(page.read_text())[index])
+    assert main(["run", str(config), "--out", str(tmp_path / "out"), "--quiet"]) == 0, capsys.readouterr().err
+    assert (tmp_path / "out" / "summary.json").exists() and (tmp_path / "out" / "samples.csv").exists()
+
+
 @pytest.mark.parametrize("page", TOML_PAGES, ids=[str(p.relative_to(DOCS)) for p in TOML_PAGES])
 def test_toml_blocks_pass_the_config_schema(page, tmp_path):
     """Every config on a page is valid (running it would need its data files and minutes): a whole
