@@ -29,8 +29,23 @@ from ..priors import PRIOR_FAMILIES
 from . import METHODS
 from .schema_options import NPE_ONLY, OPTIONS, REFUSED
 from .schema_rules import RULES
-from .schema_types import (DataFile, Domain, Either, Float, Function, Int, Key, ListOf, SchemaError, Str,
-                           Table, check_table, show, suggest)
+from .schema_types import (
+    DataFile,
+    Domain,
+    Either,
+    Float,
+    Function,
+    Int,
+    Key,
+    ListOf,
+    SchemaError,
+    Str,
+    Table,
+    bounds_text,
+    check_table,
+    show,
+    suggest,
+)
 
 __all__ = ["validate", "check_priors", "cli_reference", "SCHEMAS", "SchemaError"]
 
@@ -126,18 +141,13 @@ def _constraint_text(constraint: constraints.Constraint) -> str:
     """What ``constraint`` allows, e.g. ``"> 0"``, ``"in [0, 1]"``."""
     low, high = getattr(constraint, "lower_bound", None), getattr(constraint, "upper_bound", None)
     kind = type(constraint).__name__
-    if kind == "_GreaterThan":
-        return f"> {low:g}"
-    if kind == "_GreaterThanEq":
-        return f">= {low:g}"
-    if kind == "_LessThan":
-        return f"< {high:g}"
-    if kind == "_Interval":
-        return f"in [{low:g}, {high:g}]"
-    if kind == "_HalfOpenInterval":
-        return f"in [{low:g}, {high:g})"
-    if kind == "_OpenInterval":
-        return f"in ({low:g}, {high:g})"
+    # (low bound used, high bound used, low open, high open) of torch's interval constraints
+    forms = {"_GreaterThan": (True, False, True, False), "_GreaterThanEq": (True, False, False, False),
+             "_LessThan": (False, True, False, True), "_Interval": (True, True, False, False),
+             "_HalfOpenInterval": (True, True, False, True), "_OpenInterval": (True, True, True, True)}
+    if kind in forms:
+        use_low, use_high, low_open, high_open = forms[kind]
+        return bounds_text(low if use_low else None, high if use_high else None, low_open, high_open).strip()
     return "a finite number" if kind == "_Real" else str(constraint)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 from ..config import ConfigError
 
-__all__ = ["SchemaError", "show", "Key", "Int", "Float", "Str", "Bool", "ListOf", "Table", "Either",
+__all__ = ["SchemaError", "bounds_text", "show", "Key", "Int", "Float", "Str", "Bool", "ListOf", "Table", "Either",
            "Function", "DataFile", "Domain", "check_table", "suggest"]
 
 MISSING = object()
@@ -66,17 +67,19 @@ def suggest(name: str, allowed: list[str]) -> str:
     return f"allowed: {', '.join(sorted(allowed))}" if allowed else "this table takes no keys"
 
 
-class Type:
+class Type(ABC):
     """A value type: ``name`` for the reference, ``problem(value, base_dir)`` -> what is allowed
     (a string) when ``value`` does not fit, else ``None``."""
 
     name = "value"
 
-    def problem(self, value: Any, base_dir: Path | None) -> str | None:  # pragma: no cover
-        raise NotImplementedError
+    @abstractmethod
+    def problem(self, value: Any, base_dir: Path | None) -> str | None:
+        """What is allowed, when ``value`` does not fit; ``None`` when it does."""
 
 
-def _bounds(low: Any, high: Any, low_open: bool, high_open: bool) -> str:
+def bounds_text(low: Any, high: Any, low_open: bool, high_open: bool) -> str:
+    """`` in [a, b)``, `` > a``, `` <= b`` ... (with a leading space), or ``""`` for no bound."""
     if low is not None and high is not None:
         return f" in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
     if low is not None:
@@ -95,12 +98,12 @@ class Int(Type):
 
     @property
     def name(self) -> str:
-        return "int" + _bounds(self.low, self.high, False, False)
+        return "int" + bounds_text(self.low, self.high, False, False)
 
     def problem(self, value, base_dir=None):
         bad = isinstance(value, bool) or not isinstance(value, int)
         if bad or (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
-            return f"must be an integer{_bounds(self.low, self.high, False, False)}"
+            return f"must be an integer{bounds_text(self.low, self.high, False, False)}"
         return None
 
 
@@ -116,11 +119,11 @@ class Float(Type):
 
     @property
     def name(self) -> str:
-        return "float" + _bounds(self.low, self.high, self.low_open, self.high_open) + \
+        return "float" + bounds_text(self.low, self.high, self.low_open, self.high_open) + \
             (" (inf allowed)" if self.allow_inf else "")
 
     def problem(self, value, base_dir=None):
-        allowed = f"must be a number{_bounds(self.low, self.high, self.low_open, self.high_open)}"
+        allowed = f"must be a number{bounds_text(self.low, self.high, self.low_open, self.high_open)}"
         if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
             return allowed
         if math.isinf(value) and not (self.allow_inf and value > 0):

@@ -52,10 +52,16 @@ from ..priors import ParameterSpace
 from ..proposal import PriorSampler
 from ..scores.training import TrainingSchedule, checkpointing
 from ..simulators import Simulator, as_simulator
-from .rounds import (first_round, localized_proposal, move_tables, refine_debiasing, refine_proposal,
-                     refit_debiasing)
 from .likelihood import DataSmoothing, LearnedLikelihoodScore
 from .reference_tables import TableSource, to_unconstrained
+from .rounds import (
+    first_round,
+    localized_proposal,
+    move_tables,
+    refine_debiasing,
+    refine_proposal,
+    refit_debiasing,
+)
 from .sample_store import load_samples, samples_name, save_samples
 from .sampling import ChainSettings, DrawsSampler, run_chains
 from .settings import Localization, Networks, Simulation, Tables, Training, group_options
@@ -312,7 +318,8 @@ class ScoreLangevin:
         arguments = {**{k: v for k, v in locals().items() if k in _SAMPLE_ARGUMENTS}, "seed": seed}
         saved_as = samples_name(arguments, likelihood) if self.store is not None else None
         if saved_as is not None:
-            stored = load_samples(self.store, saved_as, len(likelihood.noisy_copies()))
+            copies = likelihood.smoothing.draws if likelihood.smoothing is not None else 1
+            stored = load_samples(self.store, saved_as, copies)
             if stored is not None:
                 return stored
         if init_u is not None:
