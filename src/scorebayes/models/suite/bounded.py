@@ -38,7 +38,8 @@ _OFFSET = 2.0**-54
 def kumaraswamy_log_density(x: Tensor, a: Tensor, b: Tensor) -> Tensor:
     r"""Elementwise :math:`\log f(x \mid a, b)` (broadcasting), stable for :math:`x^a` near 1."""
     logx = torch.log(x)
-    return torch.log(a) + torch.log(b) + (a - 1) * logx + (b - 1) * torch.log(-torch.expm1(a * logx))
+    log1m_xa = torch.log(-torch.expm1(a * logx))  # log(1 - x^a)
+    return torch.log(a) + torch.log(b) + (a - 1) * logx + (b - 1) * log1m_xa
 
 
 @dataclass(frozen=True)

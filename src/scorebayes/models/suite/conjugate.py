@@ -119,7 +119,8 @@ class LinearRegression5(Model):
         """The exact Gaussian posterior given rows ``x_obs [n, 5]``."""
         x_obs = x_obs.to(torch.float64)
         D = self.design(x_obs[:, :4])
-        precision = torch.eye(5, dtype=torch.float64) / self.prior_scale**2 + D.T @ D / self.sigma**2
+        precision = (torch.eye(5, dtype=torch.float64) / self.prior_scale**2
+                     + D.T @ D / self.sigma**2)
         cov = torch.linalg.inv(precision)
         mean = cov @ (D.T @ x_obs[:, 4]) / self.sigma**2
         return MultivariateNormal(mean, covariance_matrix=0.5 * (cov + cov.T))

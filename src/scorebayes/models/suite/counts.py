@@ -1,4 +1,4 @@
-r"""Suite models of discrete counts: a negative binomial (quadrature) and a Poisson rate (conjugate).
+r"""Suite models of counts: a negative binomial (quadrature) and a Poisson rate (conjugate).
 
 - :class:`NegativeBinomial`: overdispersed counts with mean :math:`\mu` and size :math:`r`,
 
@@ -76,7 +76,8 @@ class NegativeBinomial(QuadratureModel):
     def start(self, x_obs: Tensor) -> Tensor:
         """Moment estimate: mean and ``mean^2 / (var - mean)`` (clamped to be positive)."""
         m, v = x_obs.mean(), x_obs.var()
-        return torch.stack([m.clamp(min=0.1), (m * m / (v - m).clamp(min=0.05 * m)).clamp(0.1, 100)])
+        size = (m * m / (v - m).clamp(min=0.05 * m)).clamp(0.1, 100)
+        return torch.stack([m.clamp(min=0.1), size])
 
     def summary_fn(self, x: Tensor) -> Tensor:
         """Mean, SD and fraction of zeros ``[B, 3]``."""

@@ -54,7 +54,7 @@ Z_LIMIT = 40.0
 
 
 def _split(theta: Tensor, like: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """``theta [B, 4]`` into four ``[B, 1, ...]`` columns broadcasting against ``like [B, n, ...]``."""
+    """``theta [B, 4]`` into four ``[B, 1, ...]`` columns broadcasting against ``like [B, n]``."""
     shape = (theta.shape[0],) + (1,) * (like.dim() - 1)
     return tuple(theta[:, j].reshape(shape) for j in range(4))  # type: ignore[return-value]
 
@@ -66,7 +66,7 @@ def gk_quantile(z: Tensor, theta: Tensor) -> Tensor:
 
 
 def gk_log_qprime(z: Tensor, theta: Tensor) -> Tensor:
-    r""":math:`\log Q'(z; \theta)`, ``z [B, ...]``, ``theta [B, 4]`` (finite for :math:`B > 0, k \ge 0`)."""
+    r""":math:`\log Q'(z; \theta)` for ``z [B, ...]``, ``theta [B, 4]`` (:math:`B > 0, k \ge 0`)."""
     _, B, g, k = _split(theta, z)
     t = torch.tanh(0.5 * g * z)
     z2 = z * z
@@ -81,7 +81,8 @@ def _h(z: Tensor, g: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
     power = torch.exp(k * torch.log1p(z2))
     t = torch.tanh(0.5 * g * z)
     u = (1 + C_SKEW * t) * z * power
-    inner = (1 + C_SKEW * t) * (1 + (2 * k + 1) * z2) + 0.5 * C_SKEW * g * (1 - t * t) * z * (1 + z2)
+    inner = ((1 + C_SKEW * t) * (1 + (2 * k + 1) * z2)
+             + 0.5 * C_SKEW * g * (1 - t * t) * z * (1 + z2))
     return torch.asinh(u), power * inner / ((1 + z2) * torch.sqrt(1 + u * u))
 
 
@@ -123,7 +124,8 @@ def gk_inverse(x: Tensor, theta: Tensor, z0: Tensor | None = None, *, tol: float
         newton = z - r / dh
         scale = tol * (1 + z.abs())
         finished = finished | ((newton - z).abs() <= scale) | (hi - lo <= scale)
-        bad = ~((newton > lo) & (newton < hi)) | ~torch.isfinite(newton) | ((2 * r).abs() > (last * dh).abs())
+        slow = (2 * r).abs() > (last * dh).abs()
+        bad = ~((newton > lo) & (newton < hi)) | ~torch.isfinite(newton) | slow
         new = torch.where(bad, 0.5 * (lo + hi), newton)
         new = torch.where(finished, torch.where(torch.isfinite(newton), newton, z), new)
         last = (new - z).abs()

@@ -111,11 +111,12 @@ def run_mcmc(log_target: LogTarget, init: Tensor, aux: Any = None, *, adapt_step
     if not torch.isfinite(logp).all():
         raise ValueError("every starting point must have a finite log target")
     scale = 2.38 / math.sqrt(d)
+    zero = torch.zeros(C, dtype=theta.dtype)  # the log proposal ratio of a random walk
     chol = torch.linalg.cholesky(_pooled_cov(theta[:, None]))
     history, block_acceptance = [], 0.0
     for step in range(adapt_steps):
         prop = theta + scale * torch.randn(C, d, generator=g, dtype=theta.dtype) @ chol.T
-        theta, logp, aux, acc = _mh(log_target, theta, logp, aux, prop, torch.zeros(C, dtype=theta.dtype), g)
+        theta, logp, aux, acc = _mh(log_target, theta, logp, aux, prop, zero, g)
         history.append(theta)
         block_acceptance += float(acc.double().mean()) / block
         if (step + 1) % block == 0:
@@ -134,7 +135,7 @@ def run_mcmc(log_target: LogTarget, init: Tensor, aux: Any = None, *, adapt_step
             theta, logp, aux, acc = _mh(log_target, theta, logp, aux, prop, ratio, g)
             accepted += float(acc.double().mean())
             prop = theta + scale * torch.randn(C, d, generator=g, dtype=theta.dtype) @ chol.T
-            theta, logp, aux, _ = _mh(log_target, theta, logp, aux, prop, torch.zeros(C, dtype=theta.dtype), g)
+            theta, logp, aux, _ = _mh(log_target, theta, logp, aux, prop, zero, g)
             draws.append(theta)
         done += iterations
         chains = torch.stack(draws, 1)

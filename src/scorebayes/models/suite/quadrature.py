@@ -111,7 +111,7 @@ def _mode(log_density: LogDensity, start: Tensor, lo: Tensor, hi: Tensor) -> tup
 
 def grid_posterior(log_density: LogDensity, start: Tensor, low: Tensor, high: Tensor, *,
                    cells: int = 300, coarse: int = 60, width: float = 8.0, rounds: int = 4,
-                   batch: int = 8192, edge_tol: float = 1e-9) -> Grid:
+                   batch: int = 8192, edge_tol: float = 1e-9, max_widenings: int = 10) -> Grid:
     r"""Posterior moments by the midpoint rule on an adapted grid (see the module docstring).
 
     Arguments:
@@ -125,6 +125,9 @@ def grid_posterior(log_density: LogDensity, start: Tensor, low: Tensor, high: Te
         batch: parameters per call of ``log_density``.
         edge_tol: largest allowed mass of an outermost cell (relative to the largest marginal
             cell) on a side not at the support's edge.
+        max_widenings: the box grows by half its width on each side that fails the edge test,
+            at most this many times (then ``ValueError``: an improper or very heavy-tailed
+            posterior).
     """
     start = torch.as_tensor(start, dtype=torch.float64).reshape(-1)
     low, high = low.to(torch.float64), high.to(torch.float64)
@@ -143,12 +146,13 @@ def grid_posterior(log_density: LogDensity, start: Tensor, low: Tensor, high: Te
         # at least a few coarse cells wide, so a posterior narrower than one cell still zooms in
         sd = torch.maximum(sd, 0.5 * (hi - lo) / coarse)
         lo, hi = clip(centre, sd)
-    while True:
+    for _ in range(max_widenings + 1):
         _, logw, mean, sd_fine = _pass(log_density, lo, hi, cells, batch)
         evaluations += cells ** len(lo)
         grow = False
         for j in range(len(lo)):
-            marginal = logw.logsumexp([k for k in range(len(lo)) if k != j]) if len(lo) > 1 else logw
+            others = [k for k in range(len(lo)) if k != j]
+            marginal = logw.logsumexp(others) if others else logw
             top = marginal.max()
             span = hi[j] - lo[j]
             if lo[j] > low[j] and marginal[0] - top > math.log(edge_tol):
@@ -157,6 +161,8 @@ def grid_posterior(log_density: LogDensity, start: Tensor, low: Tensor, high: Te
                 hi[j], grow = torch.minimum(hi[j] + 0.5 * span, high[j]), True
         if not grow:
             return Grid(mean, sd_fine, lo, hi, logw, evaluations)
+    raise ValueError(f"the posterior still has mass at the grid's edges after {max_widenings} "
+                     "widenings (is it proper?)")
 
 
 def grid_draws(grid: Grid, num: int, generator: torch.Generator | None = None) -> Tensor:
@@ -165,7 +171,8 @@ def grid_draws(grid: Grid, num: int, generator: torch.Generator | None = None) -
     cells = grid.log_weights.shape[0]
     flat = torch.multinomial(grid.log_weights.reshape(-1).exp(), num, replacement=True,
                              generator=generator)
-    index = torch.stack(torch.unravel_index(flat, grid.log_weights.shape), -1).to(torch.float64)
+    digits = [(flat // cells ** (d - 1 - j)) % cells for j in range(d)]  # row-major cell index
+    index = torch.stack(digits, -1).to(torch.float64)
     jitter = torch.rand(num, d, generator=generator, dtype=torch.float64)
     return grid.low + (grid.high - grid.low) * (index + jitter) / cells
 
