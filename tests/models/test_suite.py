@@ -11,7 +11,7 @@ from scipy import integrate, stats
 from torch.distributions import Normal
 
 from scorebayes.models import LinearRegression
-from scorebayes.models.suite import SUITE, suite_models
+from scorebayes.models.suite import SUITE, check_moments, check_posterior, suite_models
 from scorebayes.models.suite.bounded import kumaraswamy_log_density
 from scorebayes.models.suite.counts import nb_log_pmf
 from scorebayes.models.suite.gandk import (
@@ -20,6 +20,7 @@ from scorebayes.models.suite.gandk import (
     gk_log_density,
     gk_quantile,
     octile_summaries,
+    sample_quantiles,
 )
 from scorebayes.models.suite.gandk_reference import gandk_mcmc
 from scorebayes.models.suite.mcmc import run_mcmc
@@ -118,6 +119,21 @@ def test_conjugate_reference(name):
     # 4 standard errors: of a mean sd / sqrt(N), of a (near-normal) SD sd / sqrt(2N)
     assert (torch.abs(post.mean() - mean) < 4 * sd / math.sqrt(num)).all()
     assert (torch.abs(post.sd() - sd) < 4 * sd / math.sqrt(2 * num)).all()
+
+
+def test_check_posterior_tolerances():
+    model, x = MODELS["lognormal"], _x_obs("lognormal")
+    mean, sd = model.exact_moments(x)
+    post = model.reference_posterior(x, 4000, torch.Generator().manual_seed(17))
+    check = check_posterior(model, x, post)
+    assert check.passed and (check.mean_error < 0.1).all() and "passed" in check.format()
+    assert check_posterior(model, x, post.draws).passed
+    assert not check_posterior(model, x, post.draws + 0.35 * sd).passed
+    assert check_moments(mean + 0.29 * sd, 1.24 * sd, mean, sd).passed
+    assert not check_moments(mean, 0.74 * sd, mean, sd).passed
+    assert not check_moments(mean, 1.26 * sd, mean, sd).passed
+    with pytest.raises(ValueError, match="shapes differ"):
+        check_moments(mean, sd[:1], mean, sd)
 
 
 # ---------------------------------------------------------------------- quadrature helper
@@ -281,6 +297,12 @@ def test_gandk_log_density_gradient_matches_finite_differences():
             fd = (gk_log_density(x, theta[None] + step)[0].sum()
                   - gk_log_density(x, theta[None] - step)[0].sum()) / 2e-6
             assert float(grad[0, j]) == pytest.approx(float(fd), rel=1e-5, abs=1e-5)
+
+
+def test_sample_quantiles_match_torch_quantile():
+    x = torch.randn(5, 37, generator=torch.Generator().manual_seed(16), dtype=F64)
+    q = torch.tensor([0.0, 0.125, 0.5, 0.9, 1.0], dtype=F64)
+    assert torch.allclose(sample_quantiles(x, q), torch.quantile(x, q, dim=1).T, atol=1e-14)
 
 
 def test_octile_summaries():

@@ -30,7 +30,17 @@ name                    model                                              d   n
 ======================  =================================================  ==  =====  ==  ==========
 
 These models are not in :data:`scorebayes.models.MODELS`; build them with :data:`SUITE` or
-:func:`suite_models`.
+:func:`suite_models`. :func:`~.accuracy.check_posterior` compares a method's posterior with a
+model's exact moments (mean within 0.3 SD, SD within 25%).
+
+Example:
+    >>> from scorebayes.models.suite import check_posterior, suite_models
+    >>> import torch
+    >>> (model,) = suite_models(["lognormal"])
+    >>> x_obs = model.observed(torch.Generator().manual_seed(0))
+    >>> post = model.reference_posterior(x_obs, 4000, torch.Generator().manual_seed(1))
+    >>> check_posterior(model, x_obs, post).passed
+    True
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from ..base import Model
+from .accuracy import PosteriorCheck, check_moments, check_posterior
 from .bounded import Kumaraswamy
 from .conjugate import LinearRegression5, SuiteExponentialRate, SuiteGaussianMean
 from .counts import NegativeBinomial, PoissonRate
@@ -53,9 +64,12 @@ __all__ = [
     "LogNormalData",
     "NegativeBinomial",
     "PoissonRate",
+    "PosteriorCheck",
     "StudentT",
     "SuiteExponentialRate",
     "SuiteGaussianMean",
+    "check_moments",
+    "check_posterior",
     "suite_models",
 ]
 

@@ -45,6 +45,7 @@ __all__ = [
     "gk_log_qprime",
     "gk_quantile",
     "octile_summaries",
+    "sample_quantiles",
 ]
 
 #: the overall asymmetry constant :math:`c` (0.8 by convention)
@@ -164,6 +165,19 @@ def gk_cdf(x: Tensor, theta: Tensor) -> Tensor:
     return torch.special.ndtr(z)
 
 
+def sample_quantiles(x: Tensor, q: Tensor) -> Tensor:
+    r"""Sample quantiles ``[B, m]`` of the rows of ``x [B, n]`` at levels ``q [m]``.
+
+    Linear interpolation between order statistics (``torch.quantile``'s default), by sorting,
+    so that any batch size works (``torch.quantile`` refuses inputs over :math:`2^{24}` entries).
+    """
+    s = torch.sort(x, dim=1).values
+    pos = q.to(x.dtype) * (x.shape[1] - 1)
+    lo = pos.floor().long().clamp(max=x.shape[1] - 1)
+    hi = (lo + 1).clamp(max=x.shape[1] - 1)
+    return s[:, lo] + (pos - lo.to(x.dtype)) * (s[:, hi] - s[:, lo])
+
+
 def octile_summaries(x: Tensor) -> Tensor:
     r"""Robust summaries ``[B, 4]`` of samples ``x [B, n, 1]`` from the octiles :math:`E_1..E_7`.
 
@@ -171,8 +185,8 @@ def octile_summaries(x: Tensor) -> Tensor:
     :math:`(E_6 + E_2 - 2E_4)/(E_6 - E_2)` and kurtosis (Moors)
     :math:`(E_7 - E_5 + E_3 - E_1)/(E_6 - E_2)` (Drovandi and Pettitt, 2011).
     """
-    q = torch.tensor([k / 8 for k in range(1, 8)], dtype=x.dtype, device=x.device)
-    e = torch.quantile(x[..., 0], q, dim=1)  # [7, B]
+    q = torch.arange(1, 8, dtype=x.dtype, device=x.device) / 8
+    e = sample_quantiles(x[..., 0], q).T  # [7, B]
     scale = e[5] - e[1]
     return torch.stack([e[3], scale, (e[5] + e[1] - 2 * e[3]) / scale,
                         (e[6] - e[4] + e[2] - e[0]) / scale], dim=-1)

@@ -25,6 +25,7 @@ from torch.distributions import LogNormal, Normal
 
 from ...priors import independent
 from ...simulators import Simulator
+from .gandk import sample_quantiles
 from .quadrature import QuadratureModel
 
 __all__ = ["StudentT", "student_log_density"]
@@ -77,5 +78,4 @@ class StudentT(QuadratureModel):
 
     def summary_fn(self, x: Tensor) -> Tensor:
         """The seven octiles ``[B, 7]`` (robust to the heavy tails)."""
-        q = torch.arange(1, 8, dtype=x.dtype) / 8
-        return torch.quantile(x[..., 0], q, dim=1).T
+        return sample_quantiles(x[..., 0], torch.arange(1, 8, dtype=x.dtype) / 8)
