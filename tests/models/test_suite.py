@@ -25,7 +25,7 @@ from scorebayes.models.suite.gandk import (
 from scorebayes.models.suite.gandk_reference import gandk_mcmc
 from scorebayes.models.suite.mcmc import run_mcmc
 from scorebayes.models.suite.quadrature import grid_draws, grid_posterior
-from scorebayes.priors import independent, sample
+from scorebayes.priors import ParameterSpace, independent, sample
 
 F64 = torch.float64
 MODELS = {m.name: m for m in suite_models()}
@@ -73,6 +73,7 @@ def test_model_contract(name):
     assert summaries.dim() == 2 and summaries.shape[0] == 3 and torch.isfinite(summaries).all()
     assert model.observed(torch.Generator().manual_seed(1)).shape == (model.n_obs, p)
     assert model.simulator.reparametrised == (name not in DISCRETE)
+    ParameterSpace(model.prior)  # an unconstrained bijection exists
     pickle.loads(pickle.dumps(model))
 
 

@@ -154,7 +154,8 @@ def gk_log_density(x: Tensor, theta: Tensor, z0: Tensor | None = None) -> tuple[
     z = gk_inverse(x, theta, z0)
     if theta.requires_grad:
         q = gk_quantile(z, theta)
-        z = z - (q - x) / torch.exp(gk_log_qprime(z, theta))
+        refined = z - (q - x) / torch.exp(gk_log_qprime(z, theta))
+        z = torch.where(z.abs() < Z_LIMIT, refined, z)  # a clamped root is not a root
     log_f = -0.5 * z * z - 0.5 * math.log(2 * math.pi) - gk_log_qprime(z, theta)
     return log_f, z.detach()
 

@@ -10,7 +10,8 @@ keeps the roots :math:`z_i` of its current parameter as the next warm start). Th
    the gradient);
 2. ``chains`` chains started from the mode plus twice the Laplace spread (over-dispersed, so
    R-hat can detect chains that have not mixed), run by :func:`~.mcmc.run_mcmc` with a fixed
-   seed until R-hat < 1.01 and bulk ESS > ``min_ess`` for every parameter.
+   seed until R-hat < 1.01 and bulk ESS > ``min_ess`` for every parameter (a
+   ``RuntimeWarning`` if ``max_iterations`` come first).
 
 Results are cached per ``x_obs`` (its bytes) and settings within the process.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import warnings
 
 import numpy as np
 import torch
@@ -114,5 +116,9 @@ def gandk_mcmc(x_obs: Tensor, *, chains: int = 128, min_ess: float = 20_000.0, s
 
     result = run_mcmc(log_target, init, z0, adapt_steps=adapt_steps, iterations=iterations,
                       max_iterations=max_iterations, min_ess=min_ess, generator=g)
+    if not (bool((result.rhat < 1.01).all()) and bool((result.ess > min_ess).all())):
+        warnings.warn(f"the g-and-k reference MCMC did not converge in {max_iterations} "
+                      f"iterations: R-hat {result.rhat.tolist()}, ESS {result.ess.tolist()}",
+                      RuntimeWarning, stacklevel=2)
     _CACHE[key] = result
     return result

@@ -64,14 +64,14 @@ def _mh(log_target: LogTarget, theta: Tensor, logp: Tensor, aux: Any, proposal: 
     return theta, logp, _take(aux_new, aux, accept), accept
 
 
-def _t_draws(mean: Tensor, chol: Tensor, df: float, C: int, generator: torch.Generator) -> Tensor:
+def _t_draws(mean: Tensor, chol: Tensor, df: int, C: int, generator: torch.Generator) -> Tensor:
     d = mean.numel()
     eps = torch.randn(C, d, generator=generator, dtype=mean.dtype)
-    chi2 = (torch.randn(C, int(df), generator=generator, dtype=mean.dtype) ** 2).sum(1)
+    chi2 = (torch.randn(C, df, generator=generator, dtype=mean.dtype) ** 2).sum(1)
     return mean + (eps @ chol.T) / torch.sqrt(chi2 / df)[:, None]
 
 
-def _t_log_density(theta: Tensor, mean: Tensor, chol: Tensor, df: float) -> Tensor:
+def _t_log_density(theta: Tensor, mean: Tensor, chol: Tensor, df: int) -> Tensor:
     """Unnormalised multivariate-t log density (the constant cancels in the MH ratio)."""
     d = mean.numel()
     y = torch.linalg.solve_triangular(chol, (theta - mean).T, upper=False).T
@@ -86,7 +86,7 @@ def _pooled_cov(draws: Tensor) -> Tensor:
 
 def run_mcmc(log_target: LogTarget, init: Tensor, aux: Any = None, *, adapt_steps: int = 400,
              block: int = 50, iterations: int = 400, max_iterations: int = 2000,
-             min_ess: float = 20_000.0, max_rhat: float = 1.01, df: float = 5.0,
+             min_ess: float = 20_000.0, max_rhat: float = 1.01, df: int = 5,
              generator: torch.Generator | None = None) -> MCMCResult:
     r"""Adaptive random-walk, then independence-plus-random-walk Metropolis on ``C`` chains.
 
@@ -100,9 +100,12 @@ def run_mcmc(log_target: LogTarget, init: Tensor, aux: Any = None, *, adapt_step
         iterations: sampling iterations of the first pass; extended by the same number while the
             diagnostics fail, up to ``max_iterations``.
         min_ess, max_rhat: the stopping rule (every parameter).
-        df: degrees of freedom of the independence proposal.
+        df: degrees of freedom of the independence proposal (an integer > 2).
         generator: random numbers (fixed seed: a deterministic run).
     """
+    if int(df) != df or df <= 2:
+        raise ValueError(f"df must be an integer above 2, got {df}")
+    df = int(df)
     start = time.perf_counter()
     g = generator if generator is not None else torch.Generator().manual_seed(0)
     theta = init.to(torch.float64).clone()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from abc import ABCMeta, abstractmethod
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -177,7 +178,7 @@ def grid_draws(grid: Grid, num: int, generator: torch.Generator | None = None) -
     return grid.low + (grid.high - grid.low) * (index + jitter) / cells
 
 
-class QuadratureModel(Model):
+class QuadratureModel(Model, metaclass=ABCMeta):
     r"""A :class:`Model` whose exact posterior is computed by :func:`grid_posterior`.
 
     Subclasses define ``log_likelihood(theta [B, d], x_obs [n, p]) -> [B]`` (differentiable in
@@ -187,11 +188,13 @@ class QuadratureModel(Model):
 
     grid_cells = 300
 
+    @abstractmethod
     def log_likelihood(self, theta: Tensor, x_obs: Tensor) -> Tensor:
-        raise NotImplementedError
+        r"""``[B]``: :math:`\sum_i \log p(x_i \mid \theta_b)` for ``theta [B, d]``."""
 
+    @abstractmethod
     def start(self, x_obs: Tensor) -> Tensor:
-        raise NotImplementedError
+        """``[d]``: a point inside the support near the posterior's bulk."""
 
     def log_posterior(self, theta: Tensor, x_obs: Tensor) -> Tensor:
         """Unnormalised log posterior ``[B]`` (``-inf`` outside the prior's support)."""
