@@ -13,7 +13,9 @@ Stable API (other benchmarks import it; keep these signatures):
     honoured). Cost in the paper's units (data sets of size n) is read from
     ``posterior.info["cost"]`` if present, else ``info["simulations"]``; localization cost from
     ``info["cost_localization"]`` (or ``info["simulations_by_stage"]["localization"]``, which is
-    then subtracted from ``simulations``). Return a :class:`MethodResult` to give them explicitly.
+    then subtracted from ``simulations``). The fit's check (``simulations_by_stage["check"]``, the
+    verdict of ``ScoreLangevin.sample``) is no part of a method's cost: the papers have none.
+    Return a :class:`MethodResult` to give them explicitly.
 
 ``run_repetitions(name, model, methods: dict[str, MethodFn], *, reps, seed, fresh=False,
                   progress=True, observed_fn=None, record_fn=None, max_reps=None,
@@ -229,6 +231,7 @@ def costs(post: Posterior) -> tuple[float, float]:
         return float(info["cost"]), loc
     total = float(info.get("simulations", float("nan")))
     stages = info.get("simulations_by_stage") or {}
+    total -= float(stages.get("check", 0.0))  # the fit's verdict, not the method's cost
     if "localization" in stages and "cost_localization" not in info:
         loc = float(stages["localization"])
         total -= loc

@@ -51,8 +51,8 @@ FULL = {"N": 100_000, "epochs": 200, "grid": 19, "x_draws": 1000, "post_draws": 
 def fit_prior_score(model, cfg: dict, seed: int) -> ScoreLangevin:
     """Naive single-observation score matching on a prior table (App. B.1)."""
     x_any = torch.tensor([[50.0]])  # fit() needs data only for shapes; no localization is run
-    sl = ScoreLangevin.from_options(model.prior, model.simulator, mode="single", localize=False,
-                       num_simulations=cfg["N"], debias="none", curvature_penalties=(0.0,),
+    sl = ScoreLangevin.from_options(model.prior, model.simulator, preset="paper", mode="single", localize=False,
+                       table_size=cfg["N"], debias="none", curvature_penalties=(0.0,),
                        mean_penalties=(0.0,), hidden=(64, 64), activation="elu",
                        schedule=TrainingSchedule(epochs=cfg["epochs"], penalty_epochs=0, batch_size=256,
                                                  patience=15),

@@ -168,8 +168,8 @@ def n_estimator(model, s: dict, localization: dict, seed: int, *, localize: bool
     views = (model.score_views(spread=spread) if views is True
              else model.score_views(see_all=views, spread=spread)) if views else None
     return ScoreLangevin.from_options(
-        model.prior, model.simulator, mode="full", localize=localize, localization=localization,
-        num_simulations=s["N"], hidden=s.get("hidden", (512, 256, 128)), activation="elu",
+        model.prior, model.simulator, preset="paper", mode="full", localize=localize, localization=localization,
+        table_size=s["N"], hidden=s.get("hidden", (512, 256, 128)), activation="elu",
         score_views=views, data_features=model.floor_spread if spread else None,
         tied_views=model.exchangeable_rates() if s.get("tied") else (),
         shared_embedding=s.get("embedding", 0), network_coordinates=s.get("coordinates", "unconstrained"),
@@ -204,7 +204,7 @@ def make_methods(model, scale: dict, chosen: list[str], *, localize: bool, seed:
     def nmodel(x_obs, s_, key="n"):
         s = scale[key]
         est = n_estimator(model, s, scale["localization"], s_, localize=localize)
-        return est.fit(x_obs).sample(s["samples"], chains=s["samples"], max_steps=s["max_steps"])
+        return est.fit(x_obs).sample(s["samples"], chains=s["samples"], max_steps=s["max_steps"], remedy=False)
 
     def abc(x_obs, s_):
         q, c = proposal(x_obs)

@@ -72,7 +72,8 @@ n = 30
 [options]
 '''
 
-CONFIG = '\nmethod = "score-langevin"' + HEADER + '''num_simulations = 1500
+CONFIG = '\nmethod = "score-langevin"' + HEADER + '''preset = "paper"
+table_size = 1500
 block_size = 50
 num_groups = 100
 group_size = 30
@@ -82,6 +83,7 @@ mean_penalties = [0.0]
 schedule = { epochs = 15, patience = 100 }
 mean_schedule = { epochs = 3 }
 num_samples = 200
+remedy = false
 '''
 
 BSL_CONFIG = '\nmethod = "bsl"' + HEADER + '''num_chains = 4

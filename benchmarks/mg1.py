@@ -198,8 +198,8 @@ def single_estimator(model, s: dict, seed: int, store=None) -> ScoreLangevin:
     or a function). ``store``: a run store, in which the fit checkpoints and resumes."""
     features = _data_features(s)
     return ScoreLangevin.from_options(
-        model.prior, model.simulator, mode="single", localize=s["localize"], localization=LOCALIZATION,
-        num_simulations=s["N"], num_groups=s["N_R"], group_size=s["m_R"], hidden=s.get("hidden", (64,)),
+        model.prior, model.simulator, preset="paper", mode="single", localize=s["localize"],
+        localization=LOCALIZATION, table_size=s["N"], num_groups=s["N_R"], group_size=s["m_R"], hidden=s.get("hidden", (64,)),
         activation=s.get("activation", "tanh"),
         schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=s["penalty_epochs"],
                                   batch_size=s["batch"], lr=s["lr"]),
@@ -218,8 +218,8 @@ def n_estimator(model, s: dict, seed: int, store=None) -> ScoreLangevin:
     ``activation``, ``network_coordinates`` or ``data_features``, as :func:`single_estimator`).
     ``store``: a run store, in which the fit checkpoints and resumes."""
     return ScoreLangevin.from_options(
-        model.prior, model.simulator, mode="n", localize=s["localize"], localization=LOCALIZATION,
-        num_simulations=s["N"], hidden=s.get("hidden", (64,)), activation=s.get("activation", "tanh"),
+        model.prior, model.simulator, preset="paper", mode="n", localize=s["localize"],
+        localization=LOCALIZATION, table_size=s["N"], hidden=s.get("hidden", (64,)), activation=s.get("activation", "tanh"),
         schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=0, batch_size=s["batch"],
                                   lr=s.get("lr", (1e-3, 1e-3)), patience=s.get("patience", 40)),
         curvature_penalties=(0.0,), weight_fn=model.weight_fn, support_fn=model.support,
@@ -249,7 +249,7 @@ def refine_rounds(est: ScoreLangevin, post, s: dict, *, rounds: int, max_rounds:
         if k >= rounds and post.info["edge_fraction"] <= 0.01:
             break
         est.refine_debiasing(post, num_groups=groups, group_size=s["m_R"])
-        post = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
+        post = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"], remedy=False)
         if on_round is not None:
             on_round(k, post)
     return post
@@ -270,7 +270,7 @@ def mh_corrected_fit(model, s: dict, seed: int, store, x_obs) -> common.MethodRe
     coverage and the acceptance rates (per noisy copy for the single-model)."""
     estimator = n_estimator if s.get("mode", "single") == "n" else single_estimator
     est = estimator(model, s, seed, store).fit(x_obs)
-    ula = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
+    ula = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"], remedy=False)
     if not s.get("mh_support_cut", True):
         est.likelihood_.support_fn = None  # the MH chains' box: the trained region only (chain_box())
     post = mh_correct(est, s["samples"], chains=ula.samples.shape[0], init=ula, acceptance="quadrature",
@@ -294,12 +294,12 @@ def make_methods(model, scale: dict, chosen: list[str], base_seed: int = 0) -> d
     def single(x_obs, seed):
         s = scale["single"]
         est = single_estimator(model, s, seed)
-        return est.fit(x_obs).sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
+        return est.fit(x_obs).sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"], remedy=False)
 
     def refined(x_obs, seed):
         s = scale["refined"]
         est = single_estimator(model, s, seed).fit(x_obs)
-        post = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
+        post = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"], remedy=False)
         post = refine_rounds(est, post, s, rounds=s["rounds"], max_rounds=s["max_rounds"], groups=s["groups"])
         post.info["refinement_rounds"] = len(est.refinements_)
         return post
@@ -309,7 +309,7 @@ def make_methods(model, scale: dict, chosen: list[str], base_seed: int = 0) -> d
         est = trust_region_fit(single_estimator(model, s, seed), x_obs, rounds=s["rounds"], shrink=s["shrink"],
                                floor=s["floor"], draws=s["round_draws"], chains=s["round_chains"],
                                max_steps=s["max_steps"])
-        post = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
+        post = est.sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"], remedy=False)
         rounds = [{"center_theta": model.to_reported(est.space.to_constrained(r["center"][None]))[0].tolist(),
                    "sd_u": r["sd"].tolist(), "edge_fraction": r["edge_fraction"],
                    "laplace_sd_u": r["laplace"].sd.tolist()} for r in est.trust_steps_]
@@ -320,7 +320,7 @@ def make_methods(model, scale: dict, chosen: list[str], base_seed: int = 0) -> d
         s = scale["features"]
         # a run store: a repetition killed midway (15 min each) resumes from its last epoch
         post = single_estimator(model, s, seed, features_store(scale, seed)).fit(x_obs).sample(
-            s["samples"], chains=s["chains"], max_steps=s["max_steps"])
+            s["samples"], chains=s["chains"], max_steps=s["max_steps"], remedy=False)
         return common.MethodResult(post, extra={"edge_fraction": post.info.get("edge_fraction")})
 
     def mh_row(method):
@@ -338,7 +338,7 @@ def make_methods(model, scale: dict, chosen: list[str], base_seed: int = 0) -> d
     def nmodel(x_obs, seed, key="n"):
         s = scale[key]
         est = n_estimator(model, s, seed, common.method_store(NAME, key, seed, s) if s.get("store") else None)
-        post = est.fit(x_obs).sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"])
+        post = est.fit(x_obs).sample(s["samples"], chains=s["chains"], max_steps=s["max_steps"], remedy=False)
         post.info["validation_history"] = list(est.fit_report_.history)
         return post
 

@@ -174,7 +174,8 @@ def preconditioned_sample(sl: ScoreLangevin, num_samples: int, *, chains: int, s
     """
     return sl.sample(num_samples, chains=chains, seed=seed, step_size_factor=kappa, tempering=tempering,
                      max_steps=max_steps, precondition="dense", adapt_steps=adapt_steps,
-                     reset_stragglers=reset_stragglers, init="proposal" if init is None else init)
+                     reset_stragglers=reset_stragglers, init="proposal" if init is None else init,
+                     remedy=False)
 
 
 # --------------------------------------------------------------------------- shared fits
@@ -232,7 +233,7 @@ def score_model(model, cfg: dict, *, mode: str = "single", localize: bool = True
     if mode == "single":
         s = cfg["single"]
         return ScoreLangevin.from_options(
-            model.prior, model.simulator, mode="single", num_simulations=s["N"], num_groups=s["N_R"],
+            model.prior, model.simulator, preset="paper", mode="single", table_size=s["N"], num_groups=s["N_R"],
             group_size=s["m_R"], debias=debias, curvature_penalties=(curvature,),
             mean_penalties=(mean_penalty,), proposal_inflation=SINGLE_OPTIONS["proposal_inflation"],
             schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=s["penalty_epochs"],
@@ -247,7 +248,7 @@ def score_model(model, cfg: dict, *, mode: str = "single", localize: bool = True
         s["epochs"] = max(1, s["epochs"] // cfg["n5x"]["epoch_divisor"])
         s["penalty_epochs"] = max(1, s["penalty_epochs"] // cfg["n5x"]["epoch_divisor"])
     return ScoreLangevin.from_options(
-        model.prior, model.simulator, mode="n", num_simulations=s["N"], curvature_penalties=(curvature,),
+        model.prior, model.simulator, preset="paper", mode="n", table_size=s["N"], curvature_penalties=(curvature,),
         proposal_inflation=SINGLE_OPTIONS["proposal_inflation"],
         schedule=TrainingSchedule(epochs=s["epochs"], penalty_epochs=s["penalty_epochs"],
                                   batch_size=s["batch"], patience=max(10, s["epochs"] // 5)),
@@ -263,7 +264,8 @@ def _score_result(sl: ScoreLangevin, cfg: dict, seed: int, reference=None, init=
     extra = {}
     if not SINGLE_OPTIONS["precondition"] or SINGLE_OPTIONS["compare_plain_ula"]:
         plain = sl.sample(sm["num_samples"], chains=sm["chains"], tempering=SINGLE_OPTIONS["tempering"],
-                          step_size_factor=SINGLE_OPTIONS["step_size_factor"], seed=seed, max_steps=max_steps)
+                          step_size_factor=SINGLE_OPTIONS["step_size_factor"], seed=seed, max_steps=max_steps,
+                          remedy=False)
         extra["plain_ula"] = {k: plain.info[k] for k in ("step_size_c", "burn_in", "thin", "edge_fraction")}
     if SINGLE_OPTIONS["precondition"]:
         post = preconditioned_sample(sl, sm["num_samples"], chains=sm["chains"], seed=seed,
@@ -280,6 +282,7 @@ def _score_result(sl: ScoreLangevin, cfg: dict, seed: int, reference=None, init=
         post = plain
     stages = dict(sl.simulations_)
     loc = stages.pop("localization", 0.0)
+    stages.pop("check", None)  # the fit's verdict (ScoreLangevin.sample), no part of the paper's cost
     return MethodResult(post, cost=float(sum(stages.values())), cost_localization=float(loc), extra=extra)
 
 
@@ -614,7 +617,7 @@ def score_losses(model, cfg: dict, x_obs, ref: Posterior, seed: int, progress: b
             "loss-1": metrics.loss_one(est, truth, u1[keep[0]], x1[keep[0]]),
             "loss-n": metrics.loss_n(est, truth, un[keep[1]], xn[keep[1]], batch_size=10),
             "loss-n-posterior": metrics.loss_n_posterior(est, truth, up[keep[2]], x_obs, batch_size=50),
-            "cost": float(sum(v for k, v in sl.simulations_.items() if k != "localization")),
+            "cost": float(sum(v for k, v in sl.simulations_.items() if k not in ("localization", "check"))),
             "seconds": time.perf_counter() - t0,
         }
         if save is not None:

@@ -62,16 +62,17 @@ def fit_monotone(model, x_obs, *, full: bool, seed: int, refit: bool, progress: 
     """The fitted single-model ScoreLangevin, from the cache when possible."""
     scale = "full" if full else "small"
     cache = RESULTS / f"{NAME}_monotone_{scale}_s{seed}.pt"
-    sizes = (dict(num_simulations=200_000, num_groups=5000, group_size=1000,
+    sizes = (dict(table_size=200_000, num_groups=5000, group_size=1000,
                   schedule=TrainingSchedule(epochs=100, penalty_epochs=50, batch_size=1000),
-                  localization={"replicates": 100})
+                  localization={"replicates": 100, "iterations": 500})  # localize()'s 500 steps, as before
              if full else
-             dict(num_simulations=20_000, num_groups=500, group_size=200,
+             dict(table_size=20_000, num_groups=500, group_size=200,
                   schedule=TrainingSchedule(epochs=60, penalty_epochs=10),
                   mean_schedule=TrainingSchedule(epochs=60, penalty_epochs=10, batch_size=32),
                   localization={"replicates": 20, "iterations": 200}))
-    est = ScoreLangevin.from_options(model.prior, model.simulator, curvature_penalties=(1e-3,), mean_penalties=(1e-3,),
-                        parameter_names=model.parameter_names, seed=seed, progress=progress, **sizes)
+    est = ScoreLangevin.from_options(model.prior, model.simulator, preset="paper", curvature_penalties=(1e-3,),
+                        mean_penalties=(1e-3,), parameter_names=model.parameter_names, seed=seed,
+                        progress=progress, **sizes)
     if cache.exists() and not refit:
         try:
             fitted = torch.load(cache, pickle_module=pickle, weights_only=False)
@@ -301,7 +302,7 @@ def monotone_study(args, log) -> dict:
     curvature["lambda_max"] = next((r["max_curvature"] for r in rows if r["score"] == "true score"
                                     and "max_curvature" in r), math.nan)
     t0 = time.perf_counter()
-    ula_auto = est.sample(num, chains=100, seed=args.seed, burn_in=1000, thin=1)
+    ula_auto = est.sample(num, chains=100, seed=args.seed, burn_in=1000, thin=1, remedy=False)
     baseline = {**model.table2_metrics(ula_auto, reference), **parameter_errors(ula_auto, reference),
                 "step_size_u": ula_auto.info["step_size"], "seconds": round(time.perf_counter() - t0, 1)}
     log({"ScoreLangevin.sample (auto step, kappa=0.1 in u)": baseline})
@@ -360,8 +361,8 @@ def bimodal_study(args, log) -> dict:
     x_obs = sim(torch.tensor([[theta_star]], dtype=torch.float64), n, torch.Generator().manual_seed(args.seed + 5))[0]
     t, cdf = exact_bimodal(x_obs, prior_mean)
     exact_weight = float(1 - np.interp(0.0, t, cdf))
-    est = ScoreLangevin.from_options(independent([Normal(prior_mean, 1.0)]), sim, localize=False,
-                        num_simulations=100_000 if args.full else 20_000, num_groups=1000, group_size=100,
+    est = ScoreLangevin.from_options(independent([Normal(prior_mean, 1.0)]), sim, preset="paper", localize=False,
+                        table_size=100_000 if args.full else 20_000, num_groups=1000, group_size=100,
                         schedule=TrainingSchedule(epochs=60, penalty_epochs=10),
                         mean_schedule=TrainingSchedule(epochs=60, penalty_epochs=10, batch_size=32),
                         curvature_penalties=(1e-3,), mean_penalties=(1e-3,), seed=args.seed,

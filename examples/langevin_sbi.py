@@ -2,8 +2,10 @@
 
     python examples/langevin_sbi.py
 
-Small settings, so that it runs in seconds; drop ``small`` for the defaults (the paper's
-settings). Writes langevin_sbi_summary.txt and langevin_sbi_pairplot.png in the current folder.
+Small settings, so that it runs in seconds; drop ``small`` for the quick defaults, or pass
+``preset="paper"`` instead for the paper's settings (``table_size``: rows of the main table, here
+single observations; ``num_simulations`` would be the whole budget, in data sets of size n).
+Writes langevin_sbi_summary.txt and langevin_sbi_pairplot.png in the current folder.
 """
 
 from pathlib import Path
@@ -27,7 +29,7 @@ def main() -> None:
     truth = [0.5, -1.0]
     prior = independent([Normal(0.0, 3.0), Normal(0.0, 3.0)])
     x_obs = simulate(torch.tensor([truth]), 50, torch.Generator().manual_seed(1))[0]   # [n, p]
-    small = dict(num_simulations=3000, num_groups=300, localization={"replicates": 20, "iterations": 100},
+    small = dict(table_size=3000, num_groups=300, localization={"replicates": 20, "iterations": 100},
                  schedule=TrainingSchedule(epochs=20, penalty_epochs=5, patience=10),
                  mean_schedule=TrainingSchedule(epochs=20, penalty_epochs=5, batch_size=32),
                  curvature_penalties=(0.0, 1e-3), mean_penalties=(0.0,))

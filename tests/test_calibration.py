@@ -42,7 +42,7 @@ def fitted():
     model = get_model("gaussian_mean")
     model.n_obs = 20
     x_obs = model.observed(make_generator(11, "calibration"))
-    est = ScoreLangevin.from_options(model.prior, model.simulator, mode="n", num_simulations=400, seed=3, progress=False,
+    est = ScoreLangevin.from_options(model.prior, model.simulator, mode="n", table_size=400, seed=3, progress=False,
                         localization={"replicates": 30, "iterations": 150},
                         schedule=TrainingSchedule(epochs=60, penalty_epochs=10, batch_size=16, patience=15),
                         curvature_penalties=(0.0, 1e-2), parameter_names=model.parameter_names)

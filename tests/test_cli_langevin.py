@@ -27,7 +27,7 @@ scale = 5.0
 [data]
 {data}
 [options]
-num_simulations = 2000
+table_size = 2000
 num_groups = 200
 group_size = 50
 localize = false

@@ -73,7 +73,7 @@ BASE = {
         steps = 300
         """,
 }
-OPTIONS = {"score-langevin": "num_simulations = 200\n", "abc": "num_simulations = 1000\nk = 50\n",
+OPTIONS = {"score-langevin": "table_size = 200\n", "abc": "num_simulations = 1000\nk = 50\n",
            "abc-pmc": "rounds = 2\nsimulations_per_round = 500\nk = 50\n",
            "bsl": "num_chains = 2\nnum_steps = 50\nburn_in = 10\nnum_sims = 10\n",
            "npe": 'estimator = "maf"\nnum_simulations = 400\n', "dfd-bayes": "", "score-mh": ""}
@@ -97,12 +97,17 @@ def write(tmp_path, method, change=None, extra=""):
 
 # (method, (old, new) or None, extra [options] lines, the message's parts in order)
 BAD = [
-    ("score-langevin", ("num_simulations = 200", 'num_simulations = "lots"'), "",
-     ['[options] num_simulations = "lots": must be an integer >= 1']),
-    ("score-langevin", ("num_simulations = 200", "num_simulations = -5"), "",
-     ["[options] num_simulations = -5: must be an integer >= 1"]),
-    ("score-langevin", ("num_simulations = 200", "num_simulation = 200"), "",
-     ["[options] num_simulation = 200: unknown key; did you mean num_simulations?"]),
+    ("score-langevin", ("table_size = 200", 'table_size = "lots"'), "",
+     ['[options] table_size = "lots": must be an integer >= 1']),
+    ("score-langevin", ("table_size = 200", "table_size = -5"), "",
+     ["[options] table_size = -5: must be an integer >= 1"]),
+    ("score-langevin", ("table_size = 200", "table_siz = 200"), "",
+     ["[options] table_siz = 200: unknown key; did you mean table_size?"]),
+    ("score-langevin", None, "num_simulations = -5\n",
+     ["[options] num_simulations = -5: must be a number > 0"]),
+    ("score-langevin", None, 'preset = "papers"\n',
+     ['[options] preset = "papers": must be one of "default", "paper"; did you mean "paper"?']),
+    ("score-langevin", None, "threads = 0\n", ["[options] threads = 0: must be an integer >= 1"]),
     ("score-langevin", ('dist = "gamma"\nconcentration = 2.0\nrate = 1.0', 'dist = "normal"\nloc = 0.0\nscale = -1.0'),
      "", ["[[prior]] 2 (normal) scale = -1.0: must be > 0"]),
     ("score-langevin", ('dist = "gamma"', 'dist = "gama"'), "",
@@ -228,7 +233,9 @@ def test_cli_reference_has_a_section_per_method_and_table():
     for method in SCHEMAS:
         assert f"## `{method}`" in text
     assert "### [options] schedule" in text and "### [[prior]]" in text
-    assert "| `num_simulations` | int >= 1 | 20000 (single), 2000 (other modes) |" in text
+    assert "| `table_size` | int >= 1 | 20000 (single), 1000 (other modes) |" in text
+    assert ("| `num_simulations` | float > 0 | the default plan's total (about 3,400 at n = 200) | the whole "
+            "simulation budget, in data sets of the observed size n") in text
     assert "| `normal` | `loc` a finite number, `scale` > 0 |" in text
     cells = [len(re.split(r"(?<!\\)\|", line)) - 2 for line in text.splitlines() if line.startswith("| `")]
     assert set(cells) == {4, 2}  # key, type, default, meaning; and dist, arguments

@@ -268,7 +268,7 @@ def test_full_mode_posterior_with_views_matches_the_analytic_one(seed, options):
     g = torch.Generator().manual_seed(seed)
     truth = torch.tensor([0.5, -1.0, 1.5], dtype=torch.float64)
     x_obs = gaussian_simulator(truth[None], N_OBS, g)[0]
-    est = ScoreLangevin.from_options(prior(), gaussian_simulator, mode="full", localize=False, num_simulations=3000,
+    est = ScoreLangevin.from_options(prior(), gaussian_simulator, mode="full", localize=False, table_size=3000,
                         hidden=(32, 16), seed=1, progress=False, **options,
                         schedule=TrainingSchedule(epochs=40, penalty_epochs=0, batch_size=64, lr=(3e-3, 1e-4),
                                                   validation_fraction=0.2))
@@ -349,7 +349,7 @@ def test_cli_builtin_score_views_run(tmp_path, features):
     (tmp_path / "feat.py").write_text("def overall_mean(view):\n    return view.mean(-1, keepdim=True)\n")
     options = 'score_views = "builtin"\n' + features + """
 hidden = [8]
-num_simulations = 40
+table_size = 40
 schedule = {epochs = 1, penalty_epochs = 0, batch_size = 10}
 num_samples = 20
 chains = 10
@@ -433,7 +433,7 @@ def test_the_observed_view_is_built_once_per_data_set():
         seen.append(view.shape[0])
         return sample_means(view)
 
-    est = ScoreLangevin.from_options(prior(), gaussian_simulator, mode="full", localize=False, num_simulations=60,
+    est = ScoreLangevin.from_options(prior(), gaussian_simulator, mode="full", localize=False, table_size=60,
                         hidden=(8,), data_features=recording_means, seed=0, progress=False,
                         schedule=TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=20))
     x_obs = torch.zeros(N_OBS, D, dtype=torch.float64)
@@ -499,7 +499,7 @@ def test_views_that_miss_information_give_a_composite_law_not_the_posterior():
                                   torch.full((2,), post_sd, dtype=torch.float64))}
     sds = {}
     for label, (views, mean, sd) in cases.items():
-        est = ScoreLangevin.from_options(prior2, sum_and_difference_simulator, mode="full", localize=False, num_simulations=3000,
+        est = ScoreLangevin.from_options(prior2, sum_and_difference_simulator, mode="full", localize=False, table_size=3000,
                             hidden=(32, 16), seed=1, progress=False, score_views=views,
                             shared_embedding=4 if label.endswith("embedding") else 0,
                             schedule=TrainingSchedule(epochs=40, penalty_epochs=0, batch_size=64, lr=(3e-3, 1e-4),

@@ -130,7 +130,7 @@ scale = 3.0
 true_parameters = [1.0]
 n = 20
 [options]
-num_simulations = 1000
+table_size = 1000
 num_groups = 100
 group_size = 20
 localize = false

@@ -13,10 +13,10 @@ from scorebayes.parallel import make_generator
 from scorebayes.sbi import ScoreLangevin
 from scorebayes.scores.training import TrainingSchedule
 
-SINGLE = dict(mode="single", num_simulations=6000, num_groups=1000, group_size=100,
+SINGLE = dict(mode="single", table_size=6000, num_groups=1000, group_size=100,
               schedule=TrainingSchedule(epochs=40, penalty_epochs=10, patience=10),
               curvature_penalties=(0.0, 1e-3), mean_penalties=(0.0, 1e-3))
-N_MODEL = dict(mode="n", num_simulations=400,
+N_MODEL = dict(mode="n", table_size=400,
                schedule=TrainingSchedule(epochs=60, penalty_epochs=10, batch_size=16, patience=15),
                curvature_penalties=(0.0, 1e-2))
 
@@ -30,11 +30,11 @@ CASES = {
     # the slope's score is a product of data and parameter: a harder function to learn,
     # so larger tables (seeds 3, 4, 5 checked: |z| <= 0.23, sd ratio <= 1.13)
     "linear_regression-single": ("linear_regression", 100, {
-        **SINGLE, "num_simulations": 40_000, "num_groups": 4000,
+        **SINGLE, "table_size": 40_000, "num_groups": 4000,
         "schedule": TrainingSchedule(epochs=150, penalty_epochs=20, patience=20, lr=(3e-3, 1e-4)),
         "mean_schedule": TrainingSchedule(epochs=60, penalty_epochs=10, batch_size=32, patience=15)}),
     "linear_regression-n": ("linear_regression", 40, {
-        **N_MODEL, "num_simulations": 2000,
+        **N_MODEL, "table_size": 2000,
         "schedule": TrainingSchedule(epochs=300, penalty_epochs=20, batch_size=16, patience=40,
                                      lr=(3e-3, 1e-4))}),
 }

@@ -21,7 +21,7 @@ def fixed_length(theta, n, generator):
 
 def estimator(**kw):
     return ScoreLangevin.from_options(independent([Normal(torch.tensor(0.0, dtype=torch.float64), 1.0)]), fixed_length,
-                         mode="full", localize=False, num_simulations=32, progress=False,
+                         mode="full", localize=False, table_size=32, progress=False,
                          schedule=TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=16), **kw)
 
 

@@ -71,8 +71,8 @@ def linear_single_model_matches(prior, simulator, x_obs, mean, sd, **options) ->
     """Fit the single-model with linear networks (hidden=()) and sample: do the draws' means lie
     within 0.35 sd of ``mean`` and their SDs within 20% of ``sd``? (Monte Carlo SE of the mean is
     about sd / 20 with 400 draws; the rest leaves room for the fit.)"""
-    est = ScoreLangevin.from_options(prior, simulator, mode="single", localize=False, num_simulations=20_000,
-                        num_groups=100, group_size=20, hidden=(), seed=5, progress=False, **options,
+    est = ScoreLangevin.from_options(prior, simulator, preset="paper", mode="single", localize=False,
+                        table_size=20_000, num_groups=100, group_size=20, hidden=(), seed=5, progress=False, **options,
                         schedule=TrainingSchedule(epochs=30, penalty_epochs=0, batch_size=256, lr=(5e-2, 1e-3)),
                         mean_schedule=TrainingSchedule(epochs=30, penalty_epochs=0, batch_size=20))
     draws = est.fit(x_obs).sample(400, chains=200, max_steps=2000).draws.reshape(-1, x_obs.shape[1])

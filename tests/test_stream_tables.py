@@ -170,12 +170,13 @@ true_parameters = [0.5]
 n = 20
 [options]
 mode = "n"
-num_simulations = 300
+table_size = 300
 block_size = 64
 localize = false
 curvature_penalties = [0.0]
 schedule = {{ epochs = 4, patience = 100, batch_size = 32 }}
 num_samples = 50
+remedy = false
 {extra}
 '''
 
@@ -237,7 +238,7 @@ def test_score_langevin_single_mode_streams_both_tables_bit_identically(tmp_path
     for stream in (False, True):
         store = RunStore(tmp_path / str(stream), config=None, seed=3)
         store.stream_tables = stream
-        est = ScoreLangevin.from_options(prior, _simulate, seed=3, localize=False, num_simulations=300,
+        est = ScoreLangevin.from_options(prior, _simulate, seed=3, localize=False, table_size=300,
                             num_groups=40, group_size=15, curvature_penalties=(0.0, 0.05),
                             mean_penalties=(0.0,), progress=False, store=store,
                             schedule=TrainingSchedule(epochs=3, penalty_epochs=2, batch_size=32),

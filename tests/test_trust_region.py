@@ -65,7 +65,7 @@ def test_no_step_and_no_shrink_along_negative_curvature():
                                                         dtype=torch.float64))
 
 
-SINGLE = dict(mode="single", num_simulations=6000, num_groups=1000, group_size=100,
+SINGLE = dict(mode="single", table_size=6000, num_groups=1000, group_size=100,
               schedule=TrainingSchedule(epochs=40, penalty_epochs=10, patience=10),
               mean_schedule=TrainingSchedule(epochs=80, penalty_epochs=10, batch_size=16, patience=20),
               curvature_penalties=(0.0, 1e-3), mean_penalties=(0.0, 1e-3),
@@ -116,7 +116,7 @@ def test_bad_input_is_rejected_before_any_simulation():
 
 def _tiny_fit(model, x_obs):
     """A single-model fitted on prior tables in a second (one epoch each): bookkeeping only."""
-    return ScoreLangevin.from_options(model.prior, model.simulator, localize=False, num_simulations=64, num_groups=8,
+    return ScoreLangevin.from_options(model.prior, model.simulator, localize=False, table_size=64, num_groups=8,
                          group_size=4, progress=False,
                          schedule=TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=32),
                          mean_schedule=TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=4),

@@ -15,6 +15,12 @@ and :func:`calibrate`.
 
 __version__ = "0.1.0"
 
+import os
+
+# OpenMP threads that spin while they wait make a run that shares its cores with another job
+# about 10x slower; passive waiting keeps it near its fair share (read when torch loads).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from .calibration import calibrate, score_mean_test
 from .discrete.bayes import dfd_bayes, generalised_bayes
 from .posterior import Posterior

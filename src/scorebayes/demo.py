@@ -34,7 +34,7 @@ def run_demo(out: Path, *, seed: int = 0, progress: bool = True) -> dict:
     start = time.perf_counter()
     estimator = ScoreLangevin.from_options(
         model.prior, model.simulator, mode="single", seed=seed, progress=progress,
-        parameter_names=model.parameter_names, num_simulations=40_000, num_groups=4000,
+        parameter_names=model.parameter_names, table_size=40_000, num_groups=4000,
         localization={"replicates": 50, "iterations": 200},
         schedule=TrainingSchedule(epochs=150, penalty_epochs=20, patience=20, lr=(3e-3, 1e-4)),
         mean_schedule=TrainingSchedule(epochs=60, penalty_epochs=10, batch_size=32, patience=15),

@@ -147,7 +147,7 @@ def trust_region_fit(estimator: ScoreLangevin, x_obs: Tensor, *, rounds: int = 4
         assert isinstance(q, GaussianProposal)
         with warnings.catch_warnings():  # draws at the edge are this loop's signal to move, not a fault
             warnings.filterwarnings("ignore", message=r".*of the draws lie at the edge of the region")
-            posterior = estimator.sample(draws, chains=chains, max_steps=max_steps)
+            posterior = estimator.sample(draws, chains=chains, max_steps=max_steps, remedy=False)  # the rounds are the remedy
         u = estimator.posterior_u(posterior)
         center = u.median(0).values
         edge = float(posterior.info.get("edge_fraction", 0.0))

@@ -178,7 +178,7 @@ def test_views_spread_5x_is_the_spread_row_on_five_times_the_table_with_the_same
     model = get_model("epidemic10")
     assert bench._variant_repetitions(big["reps"], 10) == "repetitions 2, 7 only"
     est = bench.n_estimator(model, big, ten.SMALL["localization"], 0)
-    assert est.tables.num_simulations == big["N"] and est.schedule.epochs == big["epochs"]
+    assert est.tables.table_size == big["N"] and est.schedule.epochs == big["epochs"]
 
 
 @pytest.mark.parametrize("variant_name, key, base_name, base_key, features", [

@@ -180,7 +180,7 @@ scale = 5.0
 true_parameters = [1.5]
 n = 40
 [options]
-num_simulations = 2000
+table_size = 2000
 num_groups = 200
 group_size = 50
 localize = false

@@ -14,10 +14,10 @@ from scorebayes.sbi import (IIDDataSet, LearnedLikelihoodScore, Localization, Ma
 
 
 def test_flat_options_map_onto_the_groups_and_the_rest_passes_through():
-    grouped = group_options({"num_simulations": 500, "hidden": (8,), "localize": False,
+    grouped = group_options({"table_size": 500, "hidden": (8,), "localize": False,
                              "localization": {"replicates": 4}, "debias": "a1", "block_size": 32,
                              "network_coordinates": "constrained", "mode": "n", "seed": 3})
-    assert grouped["tables"] == Tables(num_simulations=500)
+    assert grouped["tables"] == Tables(table_size=500)
     assert grouped["networks"] == Networks(hidden=(8,), coordinates="constrained")
     assert grouped["localization"] == Localization(enabled=False, options={"replicates": 4})
     assert grouped["training"].debias == "a1" and grouped["simulation"].block_size == 32

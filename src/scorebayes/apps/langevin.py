@@ -146,13 +146,13 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
     else:  # MH-corrected Langevin on the learned score (scorebayes.samplers.sbi_mh)
         from ..samplers.sbi_mh import mh_correct
 
-        start = estimator.sample(**sample) if mh_init == "ula" else "proposal"
+        start = estimator.sample(**{**sample, "check": False}) if mh_init == "ula" else "proposal"
         chains = start.samples.shape[0] if mh_init == "ula" else sample.get("chains")
         posterior = mh_correct(estimator, sample.get("num_samples", 2000), acceptance=mh_correction,
                                chains=chains, init=start, jump_every=mh_jump_every, seed=seed,
                                progress=progress)
-        posterior.info.update(simulations=sum(estimator.simulations_.values()),
-                              simulations_by_stage=dict(estimator.simulations_))
+        if sample.get("check", True):
+            estimator.check(posterior)
     extra = {}
     if calibration is not None:
         extra = _calibrate(estimator, calibration, out_dir, seed=seed, progress=progress)
@@ -163,6 +163,7 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
                                  **{k: finite_or_none(posterior.info[k])
                                     for k in ("edge_fraction", "start_memory", "starts_redrawn",
                                               "starts_reflected", "chains_reset") if k in posterior.info},
+                                 "check": posterior.info.get("check"),
                                  "failed_simulations": int(estimator.faults_["failed"]),
                                  "nonfinite_simulations": int(estimator.faults_["nonfinite"]),
                                  "resumed_simulations": estimator.faults_["resumed"]}, truth)

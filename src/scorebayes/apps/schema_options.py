@@ -17,7 +17,8 @@ from ..localize import localize
 from ..parallel import EXECUTORS
 from ..sbi import ScoreLangevin
 from ..sbi.estimator import MODES
-from ..sbi.settings import DEBIAS, NETWORK_COORDINATES, Localization, Networks, Simulation, Tables, Training
+from ..sbi.settings import (DEBIAS, NETWORK_COORDINATES, PRESETS, Localization, Networks, Simulation, Tables,
+                            Training)
 from ..scoremh.pipeline import ACCEPTANCES, PROPOSALS, score_mh
 from ..scoremh.score_matching import SCORE_METHODS
 from ..scores.layers import ACTIVATIONS
@@ -124,6 +125,16 @@ LOCALIZE_SWITCH = Key("localize", Either((Bool(), LOCALIZE)), False,
                       "localize first: true or a table of localize() options (the proposal draws the table)")
 
 
+#: localize() options of score-langevin: the default plan localizes with 20 x 100, not localize()'s own
+#: defaults (scorebayes.sbi.budget)
+LANGEVIN_LOCALIZE = _table({**LOCALIZE.keys, **{
+    name: Key(name, LOCALIZE.keys[name].type, LOCALIZE.keys[name].default, LOCALIZE.keys[name].meaning,
+              default_text=text)
+    for name, text in (("replicates", "20 (preset = \"paper\": 100)"),
+                       ("iterations", "100 (preset = \"paper\": 500)"),
+                       ("max_evaluations", "iterations"))}}, LOCALIZE.what)
+
+
 def _langevin() -> dict[str, Key]:
     settings = {**_dataclass(Localization), **_dataclass(Tables), **_dataclass(Networks),
                 **_dataclass(Training), **_dataclass(Simulation)}
@@ -131,11 +142,16 @@ def _langevin() -> dict[str, Key]:
                     network_coordinates="unconstrained")
     init = _keys({**_signature(ScoreLangevin.__init__), **settings}, {
         "mode": (Str(MODES), "the data view: single observations, or whole data sets (n, full, markov)"),
+        "preset": (Str(tuple(PRESETS)), ("the settings not given: the quick default plan, or the paper's "
+                                         "(localization 100 x 500, N_S = 20000 or N = 2000, N_R = 2000, "
+                                         "up to 300 epochs, penalty grids [0, 1e-3, 1e-1])")),
         "localize": (Bool(), "draw the tables from the localized proposal q (false: the prior)"),
-        "localization": (LOCALIZE, "options of the localization (localize())"),
+        "localization": (LANGEVIN_LOCALIZE, "options of the localization (localize())"),
         "localize_in_support": (Bool(), "confine the localization to support_fn(x_obs)"),
         "proposal_inflation": (POSF, "factor on q's standard deviations"),
-        "num_simulations": (POS, "rows of the main table"),
+        "num_simulations": (POSF, ("the whole simulation budget, in data sets of the observed size n "
+                                   "(localization, tables and the check included)")),
+        "table_size": (POS, "rows of the main table: single observations (single mode) or data sets"),
         "num_groups": (POS, "groups N_R of the debiasing table D^R (single mode)"),
         "group_size": (POS, "simulations m_R per group of D^R"),
         "antithetic": (Bool(), "mirrored parameter pairs with common random numbers"),
@@ -158,8 +174,12 @@ def _langevin() -> dict[str, Key]:
         "weight_fn": (Function(), "weight function of the score-matching loss (mode = \"n\")"),
         "support_fn": (Function(), "support_fn(x_obs) -> (low, high): the region to train and sample in"),
         "device": (Str(), "torch device of the networks"),
-    }, num_simulations="20000 (single), 2000 (other modes)", group_size="min(1000, max(100, n))",
-        antithetic="true in single mode")
+        "threads": (POS, "torch threads for the fit and the chains"),
+    }, num_simulations="the default plan's total (about 3,400 at n = 200)",
+        table_size="20000 (single), 1000 (other modes)", num_groups="500", group_size="min(1000, max(100, n))",
+        antithetic="true in single mode", threads="torch's (the cores this process may use)",
+        schedule="at most 60 epochs, 15 per penalty, patience 10",
+        mean_schedule="at most 60 epochs, 15 per penalty, patience 10, batch_size 32")
     sample = _keys(_signature(ScoreLangevin.sample), {
         "num_samples": (POS, "posterior draws over all chains"),
         "chains": (POS, "parallel Langevin chains (none: max(4, num_samples / 50))"),
@@ -176,6 +196,9 @@ def _langevin() -> dict[str, Key]:
         "precondition": (Str(("dense",)), "run the chains whitened by the drift's curvature"),
         "adapt_steps": (NONNEG, "warm-up steps refitting the whitening"),
         "reset_stragglers": (Bool(), "restart warm-up chains far below the others"),
+        "check": (Bool(), "check the fit afterwards by simulation (summary.json check)"),
+        "remedy": (Bool(), ("when the check fails, a second table round around the posterior, then "
+                            "sample and check again")),
     })
     cli = {
         "mh_correction": Key("mh_correction", Str(("quadrature", "learned")), None,

@@ -22,9 +22,10 @@ Example:
     >>> from torch.distributions import Normal
     >>> from scorebayes.priors import independent
     >>> from scorebayes.simulators import Simulator
+    >>> from scorebayes.sbi import TrainingSchedule
     >>> sim = Simulator(lambda th, n, g: th[:, None, :] + torch.randn(len(th), n, 1, generator=g))
     >>> model = ScoreLangevin(independent([Normal(0.0, 3.0)]), sim, localization=Localization(enabled=False),
-    ...                       tables=Tables(num_simulations=2000), progress=False,
+    ...                       tables=Tables(table_size=2000), progress=False,
     ...                       training=Training(schedule=TrainingSchedule(epochs=5),
     ...                                         curvature_penalties=(0.0,), mean_penalties=(0.0,)))
     >>> x_obs = 1.0 + torch.randn(50, 1, generator=torch.Generator().manual_seed(1))
@@ -37,8 +38,10 @@ References:
 
 from __future__ import annotations
 
+import functools
 import inspect
 import time
+from dataclasses import replace
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -46,14 +49,17 @@ import torch
 from torch import Tensor
 from torch.distributions import Distribution
 
-from ..parallel import make_generator
+from ..parallel import make_generator, torch_threads
 from ..posterior import Posterior
 from ..priors import ParameterSpace
 from ..proposal import PriorSampler
-from ..scores.training import TrainingSchedule, checkpointing
+from ..scores.training import checkpointing
 from ..simulators import Simulator, as_simulator
+from .budget import BudgetPlan, Ledger, plan_budget
+from .checks import FitCheck, check_fit
 from .likelihood import DataSmoothing, LearnedLikelihoodScore
 from .reference_tables import TableSource, to_unconstrained
+from .remedies import announce_check, checked
 from .rounds import (
     first_round,
     localized_proposal,
@@ -64,12 +70,31 @@ from .rounds import (
 )
 from .sample_store import load_samples, samples_name, save_samples
 from .sampling import ChainSettings, DrawsSampler, run_chains
-from .settings import Localization, Networks, Simulation, Tables, Training, group_options
+from .settings import (
+    GROUPS,
+    Localization,
+    Networks,
+    Simulation,
+    Tables,
+    Training,
+    default_schedule,
+    group_options,
+    preset_options,
+)
 from .views import VIEWS, view_for_mode
 
-__all__ = ["ScoreLangevin", "MODES"]
+__all__ = ["MODES", "ScoreLangevin"]
 
 MODES = tuple(VIEWS)
+
+
+def _in_threads(method: Callable) -> Callable:
+    """Run an estimator's method with its ``threads`` torch threads."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with torch_threads(self.threads):
+            return method(self, *args, **kwargs)
+    return wrapper
 
 
 class ScoreLangevin:
@@ -82,6 +107,9 @@ class ScoreLangevin:
             ``simulate(theta [B, d], n, generator) -> x [B, n, p]``.
         mode: the data view: ``"single"`` (default), ``"n"``, ``"full"`` or ``"markov"``
             (:mod:`scorebayes.sbi.views`).
+        preset: ``"default"`` (quick settings and the budget plan of :mod:`scorebayes.sbi.budget`) or
+            ``"paper"`` (the paper's table sizes and training, :func:`~scorebayes.sbi.settings.preset_options`);
+            it fills the settings groups not given.
         localization, tables, networks, training, simulation: the stages' settings
             (:mod:`scorebayes.sbi.settings`); ``localization=False`` draws the tables from the prior.
         weight_fn: :math:`g(\theta, X)` ``[B, d]`` for a data-dependent support (eq. 19; not with the
@@ -92,6 +120,8 @@ class ScoreLangevin:
         store: a :class:`~scorebayes.store.RunStore`: the localization, table blocks, networks
             (with epoch checkpoints) and samples are saved there and reused on a re-run.
         device: where networks train and chains run (``"cpu"``, ``"cuda"``).
+        threads: torch threads for the fit and the chains (``None``: torch's setting, by default
+            the cores this process may use; :func:`scorebayes.parallel.torch_threads`).
         seed: run seed; same seed, same result.
         progress: tqdm bars.
 
@@ -104,17 +134,24 @@ class ScoreLangevin:
     """
 
     def __init__(self, prior: Distribution, simulator: Simulator | Callable, *, mode: str = "single",
-                 localization: Localization | bool = True, tables: Tables = Tables(),
-                 networks: Networks = Networks(), training: Training = Training(),
-                 simulation: Simulation = Simulation(),
+                 preset: str = "default", localization: Localization | bool | None = None,
+                 tables: Tables | None = None, networks: Networks | None = None,
+                 training: Training | None = None, simulation: Simulation | None = None,
                  weight_fn: Callable[[Tensor, Tensor], Tensor] | None = None,
                  support_fn: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None,
                  parameter_names: Sequence[str] | None = None, store: Any = None,
-                 device: str | torch.device = "cpu", seed: int = 0, progress: bool = True):
+                 device: str | torch.device = "cpu", threads: int | None = None, seed: int = 0,
+                 progress: bool = True):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        if isinstance(localization, bool):
-            localization = Localization(enabled=localization)
+        given = {"localization": localization, "tables": tables, "networks": networks, "training": training,
+                 "simulation": simulation}
+        preset_groups = group_options(preset_options(preset, VIEWS[mode].single_observations))
+        localization, tables, networks, training, simulation = (
+            value if value is not None else preset_groups.get(name, GROUPS[name]())
+            for name, value in given.items())
+        if isinstance(localization, bool):  # the preset's localization, switched on or off
+            localization = replace(preset_groups.get("localization", Localization()), enabled=localization)
         if weight_fn is not None and mode == "single" and training.debias != "none":
             raise ValueError("a weight function breaks the mean-zero property: use mode='n' "
                              "or debias='none' (App. B.2), or noise_sd for the single-model")
@@ -129,20 +166,28 @@ class ScoreLangevin:
         self.tables = tables
         self.antithetic = single if tables.antithetic is None else bool(tables.antithetic)
         # an n-model step carries batch_size * n observations: fewer data sets per step
-        self.schedule = training.schedule or (TrainingSchedule() if single else TrainingSchedule(batch_size=32))
-        self.mean_schedule = training.mean_schedule or TrainingSchedule(batch_size=32)
+        self.schedule = training.schedule or default_schedule(single)
+        self.mean_schedule = training.mean_schedule or default_schedule(single, mean=True)
         self.training = training
         self.debias = training.debias if single else "none"
         self.simulation, self.weight_fn, self.support_fn = simulation, weight_fn, support_fn
         self.parameter_names = list(parameter_names) if parameter_names else None
         self.store, self.device, self.seed, self.progress = store, torch.device(device), seed, progress
+        with torch_threads(threads):  # checks the value
+            self.threads = threads
         self.smoothing = (DataSmoothing(tables.noise_sd, tables.noise_draws, seed)
                           if tables.noise_sd is not None else None)
 
     @classmethod
     def from_options(cls, prior: Distribution, simulator: Simulator | Callable, **options: Any) -> ScoreLangevin:
         """The estimator from flat keyword settings (:func:`~scorebayes.sbi.settings.group_options`)."""
-        return cls(prior, simulator, **group_options(options))
+        preset = options.pop("preset", "default")
+        single = VIEWS[options["mode"]].single_observations if options.get("mode") in VIEWS else True
+        merged = {**preset_options(preset, single), **options}
+        if isinstance(options.get("localization"), dict):  # the preset's localization, key by key
+            merged["localization"] = {**preset_options(preset, single).get("localization", {}),
+                                      **options["localization"]}
+        return cls(prior, simulator, preset=preset, **group_options(merged))
 
     @property
     def likelihood_(self) -> LearnedLikelihoodScore:
@@ -186,22 +231,36 @@ class ScoreLangevin:
         return None if smoothing is None else smoothing.sd
 
     # --------------------------------------------------------------------- fit
+    @_in_threads
     def fit(self, x_obs: Tensor) -> ScoreLangevin:
         r"""Localize, simulate the tables and train the networks for observed data ``x_obs [n, p]``.
 
         With a ``store``, every training phase checkpoints after each epoch and resumes."""
         x_obs = self._checked_data(x_obs)
+        self.plan_ = self._plan(len(x_obs))
         with checkpointing(self.store, "train"):
             start = time.perf_counter()
             self.simulations_: dict[str, float] = {}
+            self.ledger_ = Ledger(self.simulations_, self.progress)
+            self.ledger_.note(self.plan_.describe())
             self.source_ = TableSource(self.simulator, self.space, self.simulation, smoothing=self.smoothing,
                                        seed=self.seed, progress=self.progress, store=self.store,
                                        n_data=len(x_obs))
             self.faults_ = self.source_.faults
-            self.proposal_ = localized_proposal(self, x_obs)
+            with self.ledger_.stage("localization"):
+                self.proposal_ = localized_proposal(self, x_obs)
             first_round(self, x_obs)
             self.fit_seconds_ = time.perf_counter() - start
         return self
+
+    def _plan(self, n: int) -> BudgetPlan:
+        """The stages' sizes for data of size ``n`` within ``num_simulations`` (:mod:`~scorebayes.sbi.budget`)."""
+        tables, single = self.tables, self.view.single_observations
+        fixed = {k: self.localization.options.get(k) for k in ("replicates", "iterations", "m", "restarts")}
+        fixed.update(num_groups=tables.num_groups, group_size=tables.group_size,
+                     **{("single_rows" if single else "num_data_sets"): tables.table_size})
+        return plan_budget(tables.num_simulations, n, single=single, localize=self.localization.enabled,
+                           fixed=fixed)
 
     def _checked_data(self, x_obs: Tensor) -> Tensor:
         """``x_obs`` as ``[n, p]``, checked, and a pilot simulation's shape checked against it."""
@@ -275,12 +334,14 @@ class ScoreLangevin:
         return self.likelihood_.noisy_copies()
 
     # ----------------------------------------------------------------- sample
+    @_in_threads
     def sample(self, num_samples: int = 2000, *, chains: int | None = None, step_size: float | str = "auto",
                step_size_factor: float = 0.1, burn_in: int | str = "auto", thin: int | str = "auto",
                tempering: bool | Sequence[float] = False, steps_per_stage: int | str = "auto",
                init: str | Posterior = "proposal", clip_norm: float | None = None, max_steps: int = 20_000,
                compile_drift: bool = False, precondition: str | None = None, adapt_steps: int = 0,
-               reset_stragglers: bool = True, seed: int | None = None) -> Posterior:
+               reset_stragglers: bool = True, seed: int | None = None, check: bool = True,
+               remedy: bool = True) -> Posterior:
         r"""Run Langevin chains on the learned posterior score and return a :class:`Posterior`.
 
         Arguments:
@@ -306,13 +367,17 @@ class ScoreLangevin:
             reset_stragglers: with ``adapt_steps``, restart warm-up chains far below the others in
                 learned log-posterior (:func:`~scorebayes.samplers.adaptation.reset_stragglers`).
             seed: default the estimator's.
+            check: check the fit afterwards (:meth:`check`): ``info["check"]``, one printed line.
+            remedy: when the check fails, run its remedy once (a second table round around the
+                posterior, within the budget; :mod:`scorebayes.sbi.remedies`), sample again and
+                check again; ``info["check"]["remedies"]`` says what was done.
 
         Warns when over 1% of the draws lie at the edge of the trained region
         (``info["edge_fraction"]``) and when the chains' last draws still depend on their starts
         (``info["start_memory"]``).
         """
         likelihood = self.likelihood_
-        settings = _chain_settings(locals())
+        settings = ChainSettings.from_arguments(locals())
         init_u = self.posterior_u(init) if isinstance(init, Posterior) else None  # checks the dimension
         seed = self.seed if seed is None else seed
         arguments = {**{k: v for k, v in locals().items() if k in _SAMPLE_ARGUMENTS}, "seed": seed}
@@ -321,14 +386,17 @@ class ScoreLangevin:
             copies = likelihood.smoothing.draws if likelihood.smoothing is not None else 1
             stored = load_samples(self.store, saved_as, copies)
             if stored is not None:
-                return stored
+                if check:
+                    self.check(stored)
+                return stored  # a stored sample was checked when it was drawn: no remedy again
         if init_u is not None:
             start_sampler = DrawsSampler(self.space.to_constrained(init_u))
         else:
             start_sampler = self.proposal_ if init == "proposal" else PriorSampler(self.prior)
         names = self.parameter_names or [f"theta{k}" for k in range(self.space.dim)]
-        u_draws, info = run_chains(likelihood, start_sampler, num_samples, chains, settings, init_u=init_u,
-                                   seed=seed, progress=self.progress, names=names)
+        with self.ledger_.stage("sampling"):
+            u_draws, info = run_chains(likelihood, start_sampler, num_samples, chains, settings, init_u=init_u,
+                                       seed=seed, progress=self.progress, names=names)
         theta = self.space.to_constrained(u_draws.reshape(-1, u_draws.shape[-1])).reshape(u_draws.shape)
         meta = {"method": "score-langevin", "mode": self.mode, "simulations": sum(self.simulations_.values()),
                 "simulations_by_stage": dict(self.simulations_), **info,
@@ -337,29 +405,27 @@ class ScoreLangevin:
         posterior = Posterior(theta, names, info=meta)
         if saved_as is not None:
             save_samples(self.store, saved_as, posterior)
-        return posterior
+        if not check:
+            return posterior
+        again = {k: v for k, v in arguments.items() if k != "init"}  # from the new round's proposal
+        return checked(self, posterior, lambda: self.sample(**again, check=False), remedy=remedy)
 
-
-def _chain_settings(arguments: dict[str, Any]) -> ChainSettings:
-    """``sample``'s arguments checked and resolved into :class:`ChainSettings`."""
-    num_samples, init = arguments["num_samples"], arguments["init"]
-    precondition, adapt_steps = arguments["precondition"], arguments["adapt_steps"]
-    if num_samples < 1:
-        raise ValueError("num_samples must be >= 1")
-    if not isinstance(init, Posterior) and init not in ("proposal", "prior"):
-        raise ValueError(f"init must be 'proposal', 'prior' or a Posterior, got {init!r}")
-    if precondition not in (None, "dense"):
-        raise ValueError(f"precondition must be None or 'dense', got {precondition!r}")
-    if isinstance(adapt_steps, bool) or not isinstance(adapt_steps, int) or adapt_steps < 0:
-        raise ValueError(f"adapt_steps must be an integer >= 0, got {adapt_steps!r}")
-    if not isinstance(arguments["reset_stragglers"], bool):
-        raise ValueError(f"reset_stragglers must be True or False, got {arguments['reset_stragglers']!r}")
-    if adapt_steps and precondition != "dense":
-        raise ValueError("adapt_steps adapts the dense preconditioner: pass precondition='dense'")
-    tempering = arguments["tempering"]
-    stages = tuple(i / 10 for i in range(1, 10)) if tempering is True else tuple(tempering or ())
-    return ChainSettings(**{k: arguments[k] for k in ChainSettings._fields if k != "stages"}, stages=stages)
+    def check(self, posterior: Posterior, *, num_data_sets: int | None = None, remedies: Sequence[str] = (),
+              announce: bool = True) -> FitCheck:
+        """The fit's verdict on ``posterior`` (:func:`scorebayes.sbi.checks.check_fit`): stored in
+        ``posterior.info["check"]``; with ``announce``, printed as one line (with ``progress``) and a
+        warning when it fails. ``remedies``: what was done before it."""
+        with self.ledger_.stage("check"):
+            result = check_fit(self, posterior, num_data_sets=num_data_sets or self.plan_.check,
+                               remedies=list(remedies))
+        posterior.info["check"] = result.to_dict()
+        posterior.info["simulations"] = sum(self.simulations_.values())
+        posterior.info["simulations_by_stage"] = dict(self.simulations_)
+        if announce:
+            announce_check(self, result)
+        return result
 
 
 #: the arguments of ScoreLangevin.sample that name its samples in a run store
-_SAMPLE_ARGUMENTS = tuple(p for p in inspect.signature(ScoreLangevin.sample).parameters if p != "self")
+_SAMPLE_ARGUMENTS = tuple(p for p in inspect.signature(ScoreLangevin.sample).parameters
+                          if p not in ("self", "check", "remedy"))

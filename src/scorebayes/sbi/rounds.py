@@ -60,7 +60,10 @@ def localized_proposal(est: ScoreLangevin, x_obs: Tensor) -> Any:
         return GaussianProposal(est.space, saved["mean"], saved["sd"] * settings.inflation)
     from ..localize import localize
 
-    options = {"progress": est.progress, "seed": est.seed, **settings.options}
+    planned = dict(est.plan_.localization)
+    if "iterations" in settings.options and "max_evaluations" not in settings.options:
+        planned.pop("max_evaluations")  # localize's own default for an explicit iteration count
+    options = {"progress": est.progress, "seed": est.seed, **planned, **settings.options}
     if settings.in_support:
         options["support"] = est.support_fn(x_obs)
     est.localization_ = localize(est.simulator, x_obs, est.prior, **options)
@@ -114,9 +117,10 @@ def first_round(est: ScoreLangevin, x_obs: Tensor) -> None:
         est.table_rounds_ = [{"proposal": est.proposal_}]
         _fit_single_model(est, x_obs, score_net, mean_net, gen, "")
     else:
-        num = est.tables.num_simulations or 2_000
-        u_t, x_t, cost = est.source_.draw(est.proposal_, num, len(x_obs), "N", paired=_paired(est))
-        est.simulations_["table_N"] = cost
+        with est.ledger_.stage("table_N"):
+            u_t, x_t, cost = est.source_.draw(est.proposal_, est.plan_.num_data_sets, len(x_obs), "N",
+                                              paired=_paired(est))
+            est.simulations_["table_N"] = cost
         est.rounds_ = [{"proposal": est.proposal_, "u": u_t, "x": x_t}]
         _fit_data_set_score(est, x_obs, score_net, est.proposal_, u_t, x_t, _pairs(est, u_t), gen)
 
@@ -125,25 +129,28 @@ def _fit_single_model(est: ScoreLangevin, x_obs: Tensor, score_net: Any, mean_ne
                       gen: torch.Generator, suffix: str) -> None:
     r"""Tables :math:`\mathcal D^S, \mathcal D^R` from ``est.proposal_`` (tags ``S<suffix>``,
     ``R<suffix>``), then the score network and the debiasing network on them."""
-    tables, n = est.tables, len(x_obs)
-    m_r = tables.group_size or min(1000, max(100, n))
-    u_s, x_s, cost_s = est.source_.draw(est.proposal_, tables.num_simulations or 20_000, 1, f"S{suffix}",
-                                        paired=_paired(est))
-    u_r, x_r, cost_r = est.source_.draw(est.proposal_, tables.num_groups, m_r, f"R{suffix}")
+    plan = est.plan_
+    with est.ledger_.stage(f"table_S{suffix}"):
+        u_s, x_s, cost_s = est.source_.draw(est.proposal_, plan.single_rows, 1, f"S{suffix}", paired=_paired(est))
+        est.simulations_[f"table_S{suffix}"] = cost_s
+    with est.ledger_.stage(f"table_R{suffix}"):
+        u_r, x_r, cost_r = est.source_.draw(est.proposal_, plan.num_groups, plan.group_size, f"R{suffix}")
+        est.simulations_[f"table_R{suffix}"] = cost_r
     x_s, x_r = est.view.table(x_s), est.view.table(x_r)  # any data_features appended
-    est.simulations_[f"table_S{suffix}"], est.simulations_[f"table_R{suffix}"] = cost_s, cost_r
     training = est.training
-    est.fit_report_ = fit_score_network(
-        score_net, u_s.float(), x_s, est.proposal_.grad_log_prob_unconstrained(u_s).float(),
-        schedule=est.schedule, penalties=training.curvature_penalties, curvature_theta=u_r.float(),
-        curvature_x=x_r, pairs=_pairs(est, u_s), generator=gen, progress=est.progress, desc="score net")
+    with est.ledger_.stage("score net"):
+        est.fit_report_ = fit_score_network(
+            score_net, u_s.float(), x_s, est.proposal_.grad_log_prob_unconstrained(u_s).float(),
+            schedule=est.schedule, penalties=training.curvature_penalties, curvature_theta=u_r.float(),
+            curvature_x=x_r, pairs=_pairs(est, u_s), generator=gen, progress=est.progress, desc="score net")
     est.likelihood_ = _likelihood(est, x_obs, score_net, None, _training_region(u_s))
     if est.debias == "none":
         return
-    fit = fit_debiasing(score_net, mean_net, (u_s, x_s, u_r, x_r), debias=est.debias, schedule=est.schedule,
-                        mean_schedule=est.mean_schedule, mean_penalties=training.mean_penalties,
-                        score_penalty=est.fit_report_.penalty, proposal=est.proposal_, generator=gen,
-                        progress=est.progress, device=est.device)
+    with est.ledger_.stage("mean net"):
+        fit = fit_debiasing(score_net, mean_net, (u_s, x_s, u_r, x_r), debias=est.debias, schedule=est.schedule,
+                            mean_schedule=est.mean_schedule, mean_penalties=training.mean_penalties,
+                            score_penalty=est.fit_report_.penalty, proposal=est.proposal_, generator=gen,
+                            progress=est.progress, device=est.device)
     est.mean_reports_, est.mean_report_, est.debias_groups_ = fit.reports, fit.reports[0], fit.groups
     est.likelihood_.mean_net = mean_net
 
@@ -159,10 +166,11 @@ def _fit_data_set_score(est: ScoreLangevin, x_obs: Tensor, score_net: Any, densi
             return user_weight(space.to_constrained(u.double()).to(u.dtype), x)
 
     penalties = est.training.curvature_penalties if est.view.curvature_penalty else (0.0,)
-    est.fit_report_ = fit_score_network(
-        score_net, u_t.float(), est.view.table(x_t), density.grad_log_prob_unconstrained(u_t).float(),
-        schedule=est.schedule, penalties=penalties, weight_fn=weight_fn, pairs=pairs, generator=gen,
-        progress=est.progress, desc="score net")
+    with est.ledger_.stage("score net"):
+        est.fit_report_ = fit_score_network(
+            score_net, u_t.float(), est.view.table(x_t), density.grad_log_prob_unconstrained(u_t).float(),
+            schedule=est.schedule, penalties=penalties, weight_fn=weight_fn, pairs=pairs, generator=gen,
+            progress=est.progress, desc="score net")
     est.likelihood_ = _likelihood(est, x_obs, score_net, None, _training_region(u_t))
 
 
@@ -265,8 +273,8 @@ def refine_debiasing(est: ScoreLangevin, posterior: Posterior | None = None, *, 
                                       edge_fraction=posterior.info.get("edge_fraction", 0.0),
                                       region=likelihood.sampling_region())
     k = len(likelihood.refinements)
-    m = group_size or est.tables.group_size or min(1000, max(100, likelihood.n_obs))
-    u_r, x_r, cost = est.source_.draw(GaussianProposal(est.space, center, spread), num_groups or est.tables.num_groups,
+    m = group_size or est.plan_.group_size
+    u_r, x_r, cost = est.source_.draw(GaussianProposal(est.space, center, spread), num_groups or est.plan_.num_groups,
                                       m, f"refine{k}")
     add_local_correction(likelihood, u_r, est.view.table(x_r), center, spread, m)
     est.simulations_[f"refine{k}"] = cost

@@ -26,10 +26,22 @@ from torch import Tensor
 
 from ..diagnostics import remembers_start, start_memory
 from ..parallel import make_generator
+from ..posterior import Posterior
 from ..priors import ParameterSpace
-from ..samplers.adaptation import adapt_whitening, default_straggler_gap, probes_with_centre, whitened
-from ..samplers.langevin import (adaptation_windows, covariance_preconditioner, curvature_step_size,
-                                 dense_preconditioner, reflect_into_box, run_langevin)
+from ..samplers.adaptation import (
+    adapt_whitening,
+    default_straggler_gap,
+    probes_with_centre,
+    whitened,
+)
+from ..samplers.langevin import (
+    adaptation_windows,
+    covariance_preconditioner,
+    curvature_step_size,
+    dense_preconditioner,
+    reflect_into_box,
+    run_langevin,
+)
 from .likelihood import LearnedLikelihoodScore
 from .reference_tables import to_unconstrained
 
@@ -52,6 +64,27 @@ class ChainSettings(NamedTuple):
     precondition: str | None = None
     adapt_steps: int = 0
     reset_stragglers: bool = True
+
+    @classmethod
+    def from_arguments(cls, arguments: dict[str, Any]) -> ChainSettings:
+        """``sample``'s arguments checked and resolved into :class:`ChainSettings`."""
+        num_samples, init = arguments["num_samples"], arguments["init"]
+        precondition, adapt_steps = arguments["precondition"], arguments["adapt_steps"]
+        if num_samples < 1:
+            raise ValueError("num_samples must be >= 1")
+        if not isinstance(init, Posterior) and init not in ("proposal", "prior"):
+            raise ValueError(f"init must be 'proposal', 'prior' or a Posterior, got {init!r}")
+        if precondition not in (None, "dense"):
+            raise ValueError(f"precondition must be None or 'dense', got {precondition!r}")
+        if isinstance(adapt_steps, bool) or not isinstance(adapt_steps, int) or adapt_steps < 0:
+            raise ValueError(f"adapt_steps must be an integer >= 0, got {adapt_steps!r}")
+        if not isinstance(arguments["reset_stragglers"], bool):
+            raise ValueError(f"reset_stragglers must be True or False, got {arguments['reset_stragglers']!r}")
+        if adapt_steps and precondition != "dense":
+            raise ValueError("adapt_steps adapts the dense preconditioner: pass precondition='dense'")
+        tempering = arguments["tempering"]
+        stages = tuple(i / 10 for i in range(1, 10)) if tempering is True else tuple(tempering or ())
+        return cls(**{k: arguments[k] for k in cls._fields if k != "stages"}, stages=stages)
 
 
 class DrawsSampler:
@@ -204,11 +237,14 @@ def edge_fraction(likelihood: LearnedLikelihoodScore, u_draws: Tensor) -> float:
     return float(edge.any(-1).double().mean())
 
 
-def warn_about(runs: list[CopyRun], u_draws: Tensor, starts: Tensor, edge: float, names: list[str]) -> float:
+def warn_about(runs: list[CopyRun], u_draws: Tensor, starts: Tensor, edge: float,
+               names: list[str]) -> tuple[float, bool]:
     """Warn about chains that remember their starts, restarts, reflected starts and draws at the
-    edge; returns the largest start-memory :math:`R^2` (NaN if undefined)."""
+    edge; returns the largest start-memory :math:`R^2` (NaN if undefined) and whether the chains
+    remember their starts."""
     memory = start_memory(starts.cpu().numpy(), u_draws[:, -1].cpu().numpy())
-    if remembers_start(memory):
+    remembered = remembers_start(memory)
+    if remembered:
         k = int(np.nanargmax(memory.r_squared))
         warnings.warn(f"the chains have not forgotten their starts: over {len(u_draws)} chains, the "
                       f"starts explain {memory.r_squared[k]:.0%} of the spread of the last draws of "
@@ -232,7 +268,8 @@ def warn_about(runs: list[CopyRun], u_draws: Tensor, starts: Tensor, edge: float
         warnings.warn(f"{100 * edge:.1f}% of the draws lie at the edge of the region the "
                       "score was trained on: the posterior may extend beyond the reference table "
                       "(widen the proposal, e.g. localize=False, or use more replicates)", stacklevel=4)
-    return float(np.nanmax(memory.r_squared)) if np.isfinite(memory.r_squared).any() else float("nan")
+    largest = float(np.nanmax(memory.r_squared)) if np.isfinite(memory.r_squared).any() else float("nan")
+    return largest, remembered
 
 
 def run_chains(likelihood: LearnedLikelihoodScore, start_sampler: Callable[[int], Any] | Any,
@@ -248,7 +285,7 @@ def run_chains(likelihood: LearnedLikelihoodScore, start_sampler: Callable[[int]
             for c, x_copy in enumerate(copies)]
     u_draws = torch.cat([r.draws for r in runs], 0)
     edge = edge_fraction(likelihood, u_draws)
-    memory = warn_about(runs, u_draws, torch.cat([r.starts for r in runs]), edge, names)
+    memory, remembered = warn_about(runs, u_draws, torch.cat([r.starts for r in runs]), edge, names)
     info0 = runs[0].info
     return u_draws, {
         "step_size": info0.step_size,
@@ -264,6 +301,7 @@ def run_chains(likelihood: LearnedLikelihoodScore, start_sampler: Callable[[int]
         "starts_redrawn": sum(r.start_counts[0] for r in runs),
         "starts_reflected": sum(r.start_counts[1] for r in runs),
         "start_memory": memory,
+        "remembers_start": remembered,
         "precondition": settings.precondition,
         "warmup_steps": runs[-1].warmup_steps,
         "chains_reset": sum(r.resets for r in runs),

@@ -31,7 +31,7 @@ from ..scores.training import TrainingSchedule
 from ..tables import FAULT_MODES
 
 __all__ = ["Localization", "Tables", "Networks", "Training", "Simulation", "OPTION_GROUPS",
-           "group_options"]
+           "PRESETS", "default_schedule", "group_options", "preset_options"]
 
 NETWORK_COORDINATES = ("unconstrained", "constrained")
 DEBIAS = ("debias", "a1", "a2", "none")
@@ -66,13 +66,17 @@ class Localization:
 
 @dataclass(frozen=True)
 class Tables:
-    r"""Sizes and sampling of the reference tables.
+    r"""The simulation budget and the sizes of the reference tables.
 
     Arguments:
-        num_simulations: rows of the main table: :math:`N` single observations (mode
-            ``"single"``, default 20,000) or :math:`N` data sets (other modes, default 2,000).
-        num_groups, group_size: :math:`N_R` and :math:`m_R` of :math:`\mathcal D^R` (single
-            mode; ``group_size`` defaults to :math:`\min(1000, \max(100, n))`).
+        num_simulations: the whole simulation budget, localization, tables and the fit's check
+            included, in data sets of the observed size :math:`n` (a single-observation row costs
+            :math:`1/n`). ``None``: the default plan's own total (:mod:`scorebayes.sbi.budget`;
+            about 3,400 at :math:`n = 200`). The sizes below that are not given are scaled to it.
+        table_size: rows of the main table: :math:`N_S` single observations (mode ``"single"``,
+            default 20,000) or :math:`N` data sets (other modes, default 1,000).
+        num_groups, group_size: :math:`N_R` (default 500) and :math:`m_R` (default
+            :math:`\min(1000, \max(100, n))`) of :math:`\mathcal D^R` (single mode).
         antithetic: mirrored parameter pairs with common random numbers in the main table
             (:mod:`scorebayes.antithetic`); ``None``: on in single mode only.
         noise_sd, noise_draws: Gaussian data smoothing :math:`\sigma_\varepsilon` added to every
@@ -80,8 +84,9 @@ class Tables:
             data the chains condition on.
     """
 
-    num_simulations: int | None = None
-    num_groups: int = 2000
+    num_simulations: float | None = None
+    table_size: int | None = None
+    num_groups: int | None = None
     group_size: int | None = None
     antithetic: bool | None = None
     noise_sd: float | None = None
@@ -90,6 +95,14 @@ class Tables:
     def __post_init__(self):
         if self.noise_sd is not None and not self.noise_sd > 0:
             raise ValueError(f"noise_sd must be positive, got {self.noise_sd}")
+        for name in ("table_size", "num_groups", "group_size"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or int(value) != value or value < 1):
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.num_simulations is not None and (isinstance(self.num_simulations, bool)
+                                                 or not self.num_simulations > 0):
+            raise ValueError(f"num_simulations must be a positive number of data sets, got "
+                             f"{self.num_simulations!r}")
 
 
 @dataclass(frozen=True)
@@ -169,7 +182,7 @@ class Training:
 
     Arguments:
         schedule, mean_schedule: :class:`~scorebayes.scores.training.TrainingSchedule` of the score
-            and mean networks (``None``: defaults, with 32 data sets a batch outside single mode).
+            and mean networks (``None``: :func:`default_schedule`).
         curvature_penalties: :math:`\lambda_1` grid, chosen on validation.
         mean_penalties: :math:`\lambda_2` grid of the debiasing network.
         debias: ``"debias"`` (Algorithm 3), ``"a1"``, ``"a2"`` (App. B.5) or ``"none"``.
@@ -178,8 +191,8 @@ class Training:
 
     schedule: TrainingSchedule | None = None
     mean_schedule: TrainingSchedule | None = None
-    curvature_penalties: tuple[float, ...] = (0.0, 1e-3, 1e-1)
-    mean_penalties: tuple[float, ...] = (0.0, 1e-3, 1e-1)
+    curvature_penalties: tuple[float, ...] = (0.0, 1e-3)
+    mean_penalties: tuple[float, ...] = (0.0,)
     debias: str = "debias"
     cross_fit: bool = True
 
@@ -216,6 +229,33 @@ class Simulation:
             raise ValueError(f"on_simulator_error must be one of {FAULT_MODES}, got "
                              f"{self.on_simulator_error!r}")
         object.__setattr__(self, "max_failure_fraction", float(self.max_failure_fraction))
+
+
+def default_schedule(single: bool, mean: bool = False) -> TrainingSchedule:
+    """The default training: at most 60 epochs (15 per penalty), stopped after 10 without
+    improvement; a batch is 256 single observations or 32 data sets."""
+    return TrainingSchedule(epochs=60, penalty_epochs=15, patience=10,
+                            batch_size=256 if single and not mean else 32)
+
+
+PRESETS = ("default", "paper")
+
+
+def preset_options(preset: str, single: bool) -> dict[str, Any]:
+    r"""The flat options of a preset: ``"default"`` (the dataclasses' defaults and the budget plan
+    of :mod:`scorebayes.sbi.budget`) or ``"paper"``, the settings of Jiang, Wang and Yang (2025):
+    100 localization replicates of 500 Adam steps, :math:`N_S` = 20,000 single observations and
+    :math:`N_R` = 2,000 groups (single mode) or :math:`N` = 2,000 data sets, up to 300 epochs (60 per
+    penalty, patience 40) and the penalty grids :math:`\{0, 10^{-3}, 10^{-1}\}`."""
+    if preset not in PRESETS:
+        raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
+    if preset == "default":
+        return {}
+    return {"localization": {"replicates": 100, "iterations": 500},
+            "table_size": 20_000 if single else 2_000, "num_groups": 2_000,
+            "schedule": TrainingSchedule() if single else TrainingSchedule(batch_size=32),
+            "mean_schedule": TrainingSchedule(batch_size=32),
+            "curvature_penalties": (0.0, 1e-3, 1e-1), "mean_penalties": (0.0, 1e-3, 1e-1)}
 
 
 #: flat option name -> (group argument of ScoreLangevin, field of that group)

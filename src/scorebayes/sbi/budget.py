@@ -1,0 +1,212 @@
+r"""The simulation budget: ``num_simulations`` split over the stages of a fit.
+
+The unit is one data set of the observed size :math:`n` (the papers' unit): a single-observation
+row of :math:`\mathcal D^S` costs :math:`1/n`, a group of :math:`m_R` observations of
+:math:`\mathcal D^R` costs :math:`m_R/n`, the localization's :math:`B\times\text{iterations}`
+simulated data sets of size :math:`m` cost :math:`m/n` each.
+
+The default plan (sizes not given explicitly):
+
+=================  ==========================================================================
+stage              default
+=================  ==========================================================================
+localization       20 replicates x 100 iterations (Nelder-Mead: at most 100 evaluations each)
+``table_S``        20,000 single observations (single mode)
+``table_R``        500 groups of :math:`m_R = \min(1000, \max(100, n))` observations (single mode)
+``table_N``        1,000 data sets (modes n, full, markov)
+check              200 data sets at the posterior mean (:mod:`scorebayes.sbi.checks`)
+reserve            one more table round, spent only if the check asks for it
+=================  ==========================================================================
+
+A given ``num_simulations`` :math:`B` is the whole cost: the plan's sizes are scaled by a common
+factor so that they sum to :math:`B` (sizes given explicitly stay as given; a stage never
+shrinks below a floor). A budget too small to hold the reserve is planned without it; one too
+small for the floors is refused before any work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from tqdm.auto import tqdm
+
+__all__ = ["DEFAULT_PLAN", "BudgetPlan", "Ledger", "plan_budget"]
+
+#: the default plan's sizes, and each scalable size's floor
+DEFAULT_PLAN = {"replicates": 20, "iterations": 100, "single_rows": 20_000, "num_groups": 500,
+                "num_data_sets": 1_000, "check": 200}
+FLOORS = {"iterations": 20, "single_rows": 1_000, "num_groups": 50, "num_data_sets": 50, "check": 50}
+TABLES = ("single_rows", "num_groups", "num_data_sets")
+#: sizes beyond which more buys nothing (localization iterations, the check's data sets)
+CEILINGS = {"iterations": 300, "check": 200}
+
+
+@dataclass(frozen=True)
+class BudgetPlan:
+    r"""The sizes of every stage and their cost in data sets of size :math:`n`.
+
+    Attributes:
+        n: the observed data set size. single: single mode (:math:`\mathcal D^S`, :math:`\mathcal D^R`).
+        localization: ``localize`` options of the plan (``replicates``, ``iterations``,
+            ``max_evaluations``, ``m``), or ``None`` without localization.
+        single_rows, num_groups, group_size: :math:`N_S`, :math:`N_R`, :math:`m_R` (single mode).
+        num_data_sets: :math:`N` (other modes).
+        check: data sets simulated by the fit's check.
+        total: the budget (``None``: the plan's own sum).
+        reserve: whether the budget holds a second table round (a budget too small for it is
+            planned without it, and a failed check then has no automatic remedy).
+    """
+
+    n: int
+    single: bool
+    localization: dict | None
+    single_rows: int
+    num_groups: int
+    group_size: int
+    num_data_sets: int
+    check: int
+    total: float | None
+    reserve: bool = True
+
+    def round_cost(self) -> float:
+        """One table round (the first, or a second one), in data sets of size ``n``."""
+        if self.single:
+            return (self.single_rows + self.num_groups * self.group_size) / self.n
+        return float(self.num_data_sets)
+
+    def costs(self) -> dict[str, float]:
+        """Stage -> data sets of size ``n``; ``reserve`` is one more table round."""
+        out: dict[str, float] = {}
+        if self.localization is not None:
+            loc = self.localization
+            out["localization"] = loc["replicates"] * loc["iterations"] * loc["m"] / self.n
+        tables = ({"table_S": self.single_rows / self.n, "table_R": self.num_groups * self.group_size / self.n}
+                  if self.single else {"table_N": float(self.num_data_sets)})
+        out.update(tables)
+        out["check"] = float(self.check)
+        out["reserve"] = self.round_cost() if self.reserve else 0.0
+        return out
+
+    def planned(self) -> float:
+        return sum(self.costs().values())
+
+    def describe(self) -> str:
+        """One line: the budget and each stage's share."""
+        c = self.costs()
+        parts = []
+        if "localization" in c:
+            parts.append(f"localization {c['localization']:,.0f}")
+        if self.single:
+            parts.append(f"D^S {c['table_S']:,.0f} ({self.single_rows:,} rows)")
+            parts.append(f"D^R {c['table_R']:,.0f} ({self.num_groups:,} groups of {self.group_size:,})")
+        else:
+            parts.append(f"D^N {c['table_N']:,.0f}")
+        parts.append(f"check {c['check']:,.0f}")
+        parts.append(f"reserve {c['reserve']:,.0f} (a second round if the check asks)" if self.reserve
+                     else "no reserve for a second round")
+        total = self.total if self.total is not None else self.planned()
+        return f"budget {total:,.0f} data sets of n = {self.n:,}: " + ", ".join(parts)
+
+
+def plan_budget(total: float | None, n: int, *, single: bool, localize: bool, fixed: dict) -> BudgetPlan:
+    r"""The stages' sizes for a budget ``total`` (``None``: the default plan) and data size ``n``.
+
+    Arguments:
+        total: ``num_simulations``, data sets of size ``n``, or ``None``.
+        n: the observed data set size.
+        single: single mode (tables :math:`\mathcal D^S`, :math:`\mathcal D^R`) or not (:math:`N`).
+        localize: whether the fit localizes.
+        fixed: sizes given explicitly, kept as given: any of ``replicates``, ``iterations``,
+            ``m``, ``restarts``, ``single_rows``, ``num_groups``, ``group_size``, ``num_data_sets``.
+
+    Raises:
+        ValueError: a budget smaller than the fixed sizes plus the floors of the rest.
+    """
+    if total is not None and (isinstance(total, bool) or not total > 0 or not math.isfinite(total)):
+        raise ValueError(f"num_simulations must be a positive number of data sets, got {total!r}")
+    sizes = {**DEFAULT_PLAN, **{k: v for k, v in fixed.items() if v is not None}}
+    group_size = int(sizes.get("group_size") or min(1000, max(100, n)))
+    m = int(sizes.get("m") or n)
+    replicates = int(sizes["replicates"]) * int(sizes.get("restarts") or 1)
+    stages = ["iterations"] if localize else []
+    stages += ["single_rows", "num_groups"] if single else ["num_data_sets"]
+    stages.append("check")
+    # cost of one unit of each size, in data sets of size n (a table stage also reserves its round)
+    unit = {"iterations": replicates * m / n, "single_rows": 2 / n, "num_groups": 2 * group_size / n,
+            "num_data_sets": 2.0, "check": 1.0}
+    scalable = [s for s in stages if fixed.get(s) is None]
+    reserve = True
+    if total is not None:
+        def need(with_reserve: bool) -> float:
+            factor = 1.0 if with_reserve else 0.5  # a table size's unit holds its round twice
+            return sum(unit[s] * (FLOORS[s] if s in scalable else sizes[s]) * (factor if s in TABLES else 1.0)
+                       for s in stages)
+
+        if need(True) > total:
+            reserve = False
+            unit = {s: u / 2 if s in TABLES else u for s, u in unit.items()}
+            if need(False) > total:
+                raise ValueError(f"num_simulations = {total:,.0f} data sets of n = {n} is too small: these "
+                                 f"settings need at least {need(False):,.0f}")
+        fixed_cost = sum(unit[s] * sizes[s] for s in stages if s not in scalable)
+        if scalable:
+            sizes = {**sizes, **_scaled({s: sizes[s] for s in scalable}, unit, total - fixed_cost)}
+    loc = None
+    if localize:
+        loc = {"replicates": int(sizes["replicates"]), "iterations": int(sizes["iterations"]), "m": m,
+               "max_evaluations": int(sizes["iterations"])}
+        if fixed.get("restarts"):
+            loc["restarts"] = int(fixed["restarts"])
+    return BudgetPlan(n=n, single=single, localization=loc, single_rows=int(sizes["single_rows"]),
+                      num_groups=int(sizes["num_groups"]), group_size=group_size,
+                      num_data_sets=int(sizes["num_data_sets"]), check=int(sizes["check"]), total=total,
+                      reserve=reserve)
+
+
+def _scaled(sizes: dict[str, float], unit: dict[str, float], budget: float) -> dict[str, int]:
+    """``sizes`` times one common factor, each clamped to its floor and ceiling, costing ``budget``."""
+    bounded: dict[str, float] = {}
+    for _ in range(len(sizes) + 1):
+        free = [s for s in sizes if s not in bounded]
+        if not free:
+            break
+        left = budget - sum(unit[s] * v for s, v in bounded.items())
+        factor = left / sum(unit[s] * sizes[s] for s in free)
+        clamped = {s: min(max(sizes[s] * factor, FLOORS[s]), CEILINGS.get(s, math.inf)) for s in free}
+        newly = {s: v for s, v in clamped.items() if v != sizes[s] * factor}
+        if not newly:
+            break
+        bounded.update(newly)
+    else:
+        factor = 1.0
+    return {s: math.floor(bounded.get(s, sizes[s] * factor)) for s in sizes}
+
+
+class Ledger:
+    """What each stage of a fit spent: ``records`` of ``{"stage", "simulations", "seconds"}``, one
+    line each on stderr with ``progress``. The simulations are read from the estimator's running
+    count (``simulations_``, data sets of size ``n`` by stage)."""
+
+    def __init__(self, simulations: dict[str, float], progress: bool):
+        self.simulations, self.progress = simulations, progress
+        self.records: list[dict] = []
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        start, spent = time.perf_counter(), sum(self.simulations.values())
+        yield
+        record = {"stage": name, "simulations": sum(self.simulations.values()) - spent,
+                  "seconds": time.perf_counter() - start}
+        self.records.append(record)
+        if self.progress:
+            tqdm.write(f"  {name:<22} {record['simulations']:>10,.0f} data sets {record['seconds']:>8.1f} s",
+                       file=sys.stderr)
+
+    def note(self, text: str) -> None:
+        if self.progress:
+            tqdm.write(text, file=sys.stderr)
