@@ -1,0 +1,79 @@
+"""The default settings on the suite of models with exact posteriors (``scorebayes bench defaults``).
+
+For every model of :mod:`scorebayes.models.suite` and every repetition (a fresh observed data set
+at the model's true parameters), one ``ScoreLangevin(prior, simulator).fit(x).sample(2000)`` with
+no options, timed end to end (fit, chains and the fit's check), against the exact posterior:
+
+- ``mean_error``: max over the parameters of |mean - exact mean| / exact SD (target <= 0.3);
+- ``sd_ratio``: SD / exact SD, the extremes over the parameters (target within 25%);
+- ``passed``: both targets met; ``covered``: the truth in every 95% interval;
+- ``verdict``: the fit's own check (pass / warn / fail) and its reasons.
+
+Run from the repository root:
+
+    scorebayes bench defaults [--models gaussian_mean,gandk] [--reps 3] [--threads 1]
+
+It prints a markdown table and writes ``benchmarks/results/defaults.json`` (``--out`` elsewhere).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+from _suite_common import accuracy, model_names, observed, write_json
+
+from scorebayes import ScoreLangevin
+from scorebayes.models.suite import SUITE
+
+
+def run_one(name: str, rep: int, threads: int | None) -> dict:
+    model = SUITE[name]()
+    x_obs = observed(model, rep)
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the verdict is recorded below
+        est = ScoreLangevin(model.prior, model.simulator, parameter_names=model.parameter_names,
+                            seed=rep, threads=threads, progress=False)
+        posterior = est.fit(x_obs).sample(2000)
+    seconds = time.perf_counter() - start
+    check = posterior.info["check"]
+    return {"model": name, "rep": rep, "d": model.dim, "n": model.n_obs, "seconds": round(seconds, 2),
+            **accuracy(model, x_obs, posterior),
+            "verdict": check["verdict"], "reasons": check["reasons"], "remedies": check["remedies"],
+            "simulations": posterior.info["simulations"],
+            "stages": [{k: (round(v, 2) if isinstance(v, float) else v) for k, v in r.items()}
+                       for r in est.ledger_.records]}
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| model | d | n | rep | seconds | mean error / SD | SD ratio | right | covered | verdict |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['d']} | {r['n']} | {r['rep']} | {r['seconds']:.1f} | "
+                     f"{r['mean_error']:.2f} | {r['sd_ratio'][0]:.2f}-{r['sd_ratio'][1]:.2f} | "
+                     f"{'yes' if r['passed'] else 'no'} | {'yes' if r['covered'] else 'no'} | {r['verdict']} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(SUITE), help="comma-separated suite models")
+    parser.add_argument("--reps", type=int, default=1, help="observed data sets per model")
+    parser.add_argument("--first-rep", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--out", default="benchmarks/results/defaults.json")
+    args = parser.parse_args(argv)
+    names = model_names(parser, args.models)
+    rows = []
+    for name in names:
+        for rep in range(args.first_rep, args.first_rep + args.reps):
+            rows.append(run_one(name, rep, args.threads))
+            print(table(rows[-1:]).splitlines()[-1], flush=True)
+    write_json(args.out, rows)
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
