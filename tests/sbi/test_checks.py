@@ -138,8 +138,8 @@ def test_check_fit_refuses_too_few_data_sets():
 
 
 def test_a_failed_check_runs_a_second_table_round_and_says_so():
-    est = _estimator(_x_obs())
-    est.likelihood_ = ExactGaussianScore(est.likelihood_, scale=3.0)
+    est = _estimator(_x_obs(), num_simulations=200)  # tables 16 + 16, checks 84 + 84
+    est.likelihood_ = ExactGaussianScore(est.likelihood_, scale=5.0)  # fails clearly with 84 data sets
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         posterior = est.sample(400, chains=20, max_steps=400)  # the refitted 1-epoch score mixes slowly
@@ -147,6 +147,8 @@ def test_a_failed_check_runs_a_second_table_round_and_says_so():
     assert check["remedies"] == ["a second table round around the posterior (16 data sets)"]
     assert posterior.info["simulations_by_stage"]["table_N1"] == 16.0
     assert not isinstance(est.likelihood_, ExactGaussianScore)  # refitted on the pooled table
+    assert posterior.info["simulations_by_stage"]["check"] == 2 * 84
+    assert sum(posterior.info["simulations_by_stage"].values()) <= 200
 
 
 def test_no_second_round_beyond_the_budget():

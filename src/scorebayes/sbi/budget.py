@@ -15,7 +15,7 @@ localization       20 replicates x 100 iterations (Nelder-Mead: at most 100 eval
 ``table_R``        500 groups of :math:`m_R = \min(1000, \max(100, n))` observations (single mode)
 ``table_N``        1,000 data sets (modes n, full, markov)
 check              200 data sets at the posterior mean (:mod:`scorebayes.sbi.checks`)
-reserve            one more table round, spent only if the check asks for it
+reserve            one more table round and its check, spent only if the check asks for it
 =================  ==========================================================================
 
 A given ``num_simulations`` :math:`B` is the whole cost: the plan's sizes are scaled by a common
@@ -41,7 +41,8 @@ __all__ = ["DEFAULT_PLAN", "BudgetPlan", "Ledger", "plan_budget"]
 DEFAULT_PLAN = {"replicates": 20, "iterations": 100, "single_rows": 20_000, "num_groups": 500,
                 "num_data_sets": 1_000, "check": 200}
 FLOORS = {"iterations": 20, "single_rows": 1_000, "num_groups": 50, "num_data_sets": 50, "check": 50}
-TABLES = ("single_rows", "num_groups", "num_data_sets")
+#: sizes whose stage runs again in a second round (the tables and the check after them)
+TABLES = ("single_rows", "num_groups", "num_data_sets", "check")
 #: sizes beyond which more buys nothing (localization iterations, the check's data sets)
 CEILINGS = {"iterations": 300, "check": 200}
 
@@ -80,7 +81,7 @@ class BudgetPlan:
         return float(self.num_data_sets)
 
     def costs(self) -> dict[str, float]:
-        """Stage -> data sets of size ``n``; ``reserve`` is one more table round."""
+        """Stage -> data sets of size ``n``; ``reserve`` is one more table round and its check."""
         out: dict[str, float] = {}
         if self.localization is not None:
             loc = self.localization
@@ -89,7 +90,7 @@ class BudgetPlan:
                   if self.single else {"table_N": float(self.num_data_sets)})
         out.update(tables)
         out["check"] = float(self.check)
-        out["reserve"] = self.round_cost() if self.reserve else 0.0
+        out["reserve"] = self.round_cost() + self.check if self.reserve else 0.0
         return out
 
     def planned(self) -> float:
@@ -136,9 +137,10 @@ def plan_budget(total: float | None, n: int, *, single: bool, localize: bool, fi
     stages = ["iterations"] if localize else []
     stages += ["single_rows", "num_groups"] if single else ["num_data_sets"]
     stages.append("check")
-    # cost of one unit of each size, in data sets of size n (a table stage also reserves its round)
+    # cost of one unit of each size, in data sets of size n (a table stage and the check also
+    # reserve their second round)
     unit = {"iterations": replicates * m / n, "single_rows": 2 / n, "num_groups": 2 * group_size / n,
-            "num_data_sets": 2.0, "check": 1.0}
+            "num_data_sets": 2.0, "check": 2.0}
     scalable = [s for s in stages if fixed.get(s) is None]
     reserve = True
     if total is not None:

@@ -66,7 +66,7 @@ def second_round(est: ScoreLangevin, posterior: Posterior, check: FitCheck) -> s
     if check.verdict != "fail" or not check.advice:
         return None
     plan = est.plan_
-    cost = plan.round_cost()
+    cost = plan.round_cost() + plan.check  # the round and the check after it
     spent = sum(est.simulations_.values())
     if plan.total is not None and spent + cost > plan.total + 1e-9:
         check.reasons.append(f"no second table round: it needs {cost:,.0f} data sets and "

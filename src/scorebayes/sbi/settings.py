@@ -72,7 +72,7 @@ class Tables:
         num_simulations: the whole simulation budget, localization, tables and the fit's check
             included, in data sets of the observed size :math:`n` (a single-observation row costs
             :math:`1/n`). ``None``: the default plan's own total (:mod:`scorebayes.sbi.budget`;
-            about 3,400 at :math:`n = 200`). The sizes below that are not given are scaled to it.
+            about 3,600 at :math:`n = 200`). The sizes below that are not given are scaled to it.
         table_size: rows of the main table: :math:`N_S` single observations (mode ``"single"``,
             default 20,000) or :math:`N` data sets (other modes, default 1,000).
         num_groups, group_size: :math:`N_R` (default 500) and :math:`m_R` (default
