@@ -21,7 +21,7 @@ from torch import Tensor
 from .check_data import checked_parameters, simulate_views
 from .parallel import make_generator
 
-__all__ = ["ScoreMeanTest", "score_mean_test"]
+__all__ = ["ScoreMeanTest", "score_mean_test", "score_shift"]
 
 
 @dataclass
@@ -75,6 +75,15 @@ class ScoreMeanTest:
         return "\n".join(lines)
 
 
+def score_shift(mean: Tensor, information: Tensor) -> tuple[Tensor, Tensor]:
+    r"""How far a score's mean ``[d]`` moves a posterior that the data dominate, given the scores'
+    covariance ``information [d, d]``: :math:`I^{-1}\bar s` in ``u``, and the same divided by
+    :math:`\sqrt{(I^{-1})_{jj}}` (in posterior SDs), ``([d], [d])``."""
+    inverse = torch.linalg.pinv(information)
+    shift = inverse @ mean
+    return shift, shift / inverse.diagonal().clamp_min(1e-300).sqrt()
+
+
 def score_mean_test(estimator, theta: Tensor, num_data_sets: int = 1000, *, seed: int | None = None) -> ScoreMeanTest:
     r"""Does the learned score have mean zero where it should? For the true likelihood score,
     :math:`\mathbb E_{x\sim p(x\mid\theta)}\,\nabla_u\log p(x\mid T(u)) = 0` at every
@@ -99,8 +108,7 @@ def score_mean_test(estimator, theta: Tensor, num_data_sets: int = 1000, *, seed
         scores = estimator.likelihood_.for_data_sets(views)(u)[:, 0]  # [M, d]
     mean, se = scores.mean(0), scores.std(0) / math.sqrt(num_data_sets)
     info = torch.cov(scores.T).reshape(d, d)
-    inverse = torch.linalg.pinv(info)
-    shift = inverse @ mean
+    shift, shift_sd = score_shift(mean, info)
     # the exact posterior's first-order offset: a Newton step from u* on log prior + log likelihood,
     # whose expected gradient at u* is the prior's alone
     u_star = u[0, 0].detach().to(torch.float64)
@@ -113,7 +121,7 @@ def score_mean_test(estimator, theta: Tensor, num_data_sets: int = 1000, *, seed
     prior_pull = posterior_cov @ prior_grad
     return ScoreMeanTest(names=estimator.parameter_names or [f"theta{j}" for j in range(d)], theta=theta,
                          mean=mean, se=se, t=mean / se.clamp_min(1e-300), shift=shift,
-                         shift_sd=shift / inverse.diagonal().clamp_min(1e-300).sqrt(),
+                         shift_sd=shift_sd,
                          prior_pull=prior_pull,
                          prior_pull_sd=prior_pull / posterior_cov.diagonal().clamp_min(1e-300).sqrt(),
                          information=info, posterior_cov=posterior_cov, num_data_sets=num_data_sets)

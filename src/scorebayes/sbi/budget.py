@@ -172,11 +172,10 @@ def plan_budget(total: float | None, n: int, *, single: bool, localize: bool, fi
 
 def _scaled(sizes: dict[str, float], unit: dict[str, float], budget: float) -> dict[str, int]:
     """``sizes`` times one common factor, each clamped to its floor and ceiling, costing ``budget``."""
-    bounded: dict[str, float] = {}
-    for _ in range(len(sizes) + 1):
+    bounded: dict[str, float] = {}  # sizes at a floor or a ceiling
+    factor = 1.0
+    while len(bounded) < len(sizes):  # each pass bounds at least one more size, or stops
         free = [s for s in sizes if s not in bounded]
-        if not free:
-            break
         left = budget - sum(unit[s] * v for s, v in bounded.items())
         factor = left / sum(unit[s] * sizes[s] for s in free)
         clamped = {s: min(max(sizes[s] * factor, FLOORS[s]), CEILINGS.get(s, math.inf)) for s in free}
@@ -184,8 +183,6 @@ def _scaled(sizes: dict[str, float], unit: dict[str, float], budget: float) -> d
         if not newly:
             break
         bounded.update(newly)
-    else:
-        factor = 1.0
     return {s: math.floor(bounded.get(s, sizes[s] * factor)) for s in sizes}
 
 

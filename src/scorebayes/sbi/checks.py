@@ -48,6 +48,7 @@ from ..check_data import simulate_views
 from ..parallel import make_generator
 from ..posterior import Posterior
 from ..proposal import GaussianProposal
+from ..score_mean import score_shift
 
 __all__ = ["VERDICTS", "FitCheck", "check_fit"]
 
@@ -130,8 +131,7 @@ def bartlett_statistics(likelihood, u_hat: Tensor, step: Tensor, x: list[Tensor]
     slope = (scores[:, 1:d + 1] - scores[:, d + 1:]) / (2 * step[None, :, None])  # [M, d(u), d(score)]
     V = torch.cov(at.T).reshape(d, d)
     J = -slope.mean(0).T
-    V_inv = torch.linalg.pinv(V)
-    bias = (V_inv @ at.mean(0)) / V_inv.diagonal().clamp_min(1e-300).sqrt()
+    _, bias = score_shift(at.mean(0), V)
     return bias, V, 0.5 * (J + J.T)
 
 

@@ -289,7 +289,7 @@ class ScoreLangevin:
 
     # ------------------------------------------------------------ table rounds
     def refine_proposal(self, posterior: Posterior, *, num_simulations: int | None = None,
-                        inflation: float = 1.0) -> ScoreLangevin:
+                        inflation: float | Tensor = 1.0) -> ScoreLangevin:
         """A table round around ``posterior`` (modes n, full, markov): :func:`scorebayes.sbi.rounds.refine_proposal`."""
         refine_proposal(self, posterior, num_simulations=num_simulations, inflation=inflation)
         return self

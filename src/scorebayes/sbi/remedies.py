@@ -74,16 +74,12 @@ def second_round(est: ScoreLangevin, posterior: Posterior, check: FitCheck) -> s
         return None
     u = est.posterior_u(posterior)
     ratio = torch.tensor(check.details.get("sd_ratio") or [1.0] * u.shape[-1], dtype=torch.float64)
-    widen = 1 / ratio.nan_to_num(1.0).clamp(0.25, 1.0)
-    center, sd = u.mean(0), 2 * u.std(0).clamp_min(1e-12) * widen
+    inflation = 2 / ratio.nan_to_num(1.0).clamp(0.25, 1.0)  # 2 SDs, widened where too narrow
     before = sum(est.simulations_.values())
-    if est.view.single_observations:
-        with est.ledger_.stage("second round"):
-            est.move_tables(center, sd)
-    else:
-        draws = est.space.to_constrained(center + sd * torch.randn(
-            4000, u.shape[-1], generator=torch.Generator().manual_seed(est.seed), dtype=torch.float64))
-        with est.ledger_.stage("second round"):
-            est.refine_proposal(Posterior(draws, posterior.names), inflation=1.0)
+    with est.ledger_.stage("second round"):
+        if est.view.single_observations:
+            est.move_tables(u.mean(0), inflation * u.std(0).clamp_min(1e-12))
+        else:
+            est.refine_proposal(posterior, inflation=inflation)
     spent = sum(est.simulations_.values()) - before
     return f"a second table round around the posterior ({spent:,.0f} data sets)"

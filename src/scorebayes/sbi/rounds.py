@@ -175,13 +175,13 @@ def _fit_data_set_score(est: ScoreLangevin, x_obs: Tensor, score_net: Any, densi
 
 
 def refine_proposal(est: ScoreLangevin, posterior: Posterior, *, num_simulations: int | None = None,
-                    inflation: float = 1.0) -> None:
+                    inflation: float | Tensor = 1.0) -> None:
     r"""Add a table round around ``posterior`` and retrain on every round's table (modes ``"n"``,
     ``"full"``, ``"markov"``).
 
     Round :math:`k+1` draws ``num_simulations`` parameters (default: the first round's size) from
     :math:`q_{k+1} = \mathcal N(\bar u, \operatorname{diag}(c\,s_u)^2)`, the mean and ``inflation``
-    :math:`c` x SD of the posterior draws in ``u``, and trains a fresh score network on the pooled
+    :math:`c` x SD of the posterior draws in ``u`` (``inflation``: a number or one per parameter, ``[d]``), and trains a fresh score network on the pooled
     table of all rounds. Use it when the localization's :math:`q` misses part of the posterior
     (a weakly identified parameter whose replicates drift to the prior's edge). Cost:
     ``simulations_["table_N<k>"]``.
@@ -190,7 +190,7 @@ def refine_proposal(est: ScoreLangevin, posterior: Posterior, *, num_simulations
     if est.view.single_observations:
         raise ValueError("refine_proposal needs mode 'n', 'full' or 'markov'; for the "
                          "single-model use refine_debiasing")
-    if not inflation > 0:
+    if not (torch.as_tensor(inflation, dtype=torch.float64) > 0).all():
         raise ValueError(f"inflation must be > 0, got {inflation}")
     u = est.posterior_u(posterior)
     if not (u.std(0) > 0).all():  # also false (NaN) for fewer than 2 finite draws
