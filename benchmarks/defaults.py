@@ -7,7 +7,10 @@ no options, timed end to end (fit, chains and the fit's check), against the exac
 - ``mean_error``: max over the parameters of |mean - exact mean| / exact SD (target <= 0.3);
 - ``sd_ratio``: SD / exact SD, the extremes over the parameters (target within 25%);
 - ``passed``: both targets met; ``covered``: the truth in every 95% interval;
-- ``verdict``: the fit's own check (pass / warn / fail) and its reasons.
+- ``verdict``: the fit's own check (pass / warn / fail) and its reasons;
+- ``sampling_seconds``, ``ess``, ``ess_per_second``: the last sampling stage's seconds, the
+  smallest bulk ESS over the parameters of its draws (the sampler stops at its ESS target, a
+  quarter of the draws), and their ratio: what a user waits per effective draw.
 
 Run from the repository root:
 
@@ -39,8 +42,13 @@ def run_one(name: str, rep: int, threads: int | None) -> dict:
         posterior = est.fit(x_obs).sample(2000)
     seconds = time.perf_counter() - start
     check = posterior.info["check"]
+    sampling = [r["seconds"] for r in est.ledger_.records if r["stage"] == "sampling"][-1]
+    ess = posterior.info.get("ess")
     return {"model": name, "rep": rep, "d": model.dim, "n": model.n_obs, "seconds": round(seconds, 2),
             **accuracy(model, x_obs, posterior),
+            "sampling_seconds": round(sampling, 2), "steps": posterior.info.get("total_steps"),
+            "ess": ess and round(ess, 1), "ess_met": posterior.info.get("ess_met"),
+            "ess_per_second": ess and round(ess / sampling, 1),
             "verdict": check["verdict"], "reasons": check["reasons"], "remedies": check["remedies"],
             "simulations": posterior.info["simulations"],
             "stages": [{k: (round(v, 2) if isinstance(v, float) else v) for k, v in r.items()}
@@ -48,12 +56,15 @@ def run_one(name: str, rep: int, threads: int | None) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| model | d | n | rep | seconds | mean error / SD | SD ratio | right | covered | verdict |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | d | n | rep | seconds | mean error / SD | SD ratio | right | covered | verdict "
+             "| sampling s | steps | ESS | ESS/s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        ess = "n/a" if r["ess"] is None else f"{r['ess']:.0f}{'' if r['ess_met'] else ' (short)'}"
         lines.append(f"| {r['model']} | {r['d']} | {r['n']} | {r['rep']} | {r['seconds']:.1f} | "
                      f"{r['mean_error']:.2f} | {r['sd_ratio'][0]:.2f}-{r['sd_ratio'][1]:.2f} | "
-                     f"{'yes' if r['passed'] else 'no'} | {'yes' if r['covered'] else 'no'} | {r['verdict']} |")
+                     f"{'yes' if r['passed'] else 'no'} | {'yes' if r['covered'] else 'no'} | {r['verdict']} "
+                     f"| {r['sampling_seconds']:.1f} | {r['steps']} | {ess} | {r['ess_per_second'] or 'n/a'} |")
     return "\n".join(lines)
 
 

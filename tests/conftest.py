@@ -80,15 +80,21 @@ def known_score_estimator():
 
 @pytest.fixture
 def langevin_spy(monkeypatch):
-    """Records the ``init`` and keyword arguments of ``sbi.run_langevin``'s last call."""
+    """Records the ``init``, keyword arguments and steps run (``total_steps``) of the last call of
+    ``sbi.run_langevin`` or ``sbi.run_langevin_to_ess`` (its ``rule`` too)."""
     import scorebayes.sbi.sampling as sbi_module
 
     seen = {}
-    real = sbi_module.run_langevin
 
-    def spy(lik, prior_score, init, **kwargs):
-        seen.update(kwargs, init=init.clone())
-        return real(lik, prior_score, init, **kwargs)
+    def spying(real):
+        def spy(lik, prior_score, init, *rule, **kwargs):
+            seen.clear()
+            seen.update(kwargs, init=init.clone(), rule=rule[0] if rule else None)
+            draws, info = real(lik, prior_score, init, *rule, **kwargs)
+            seen["total_steps"] = info.total_steps
+            return draws, info
+        return spy
 
-    monkeypatch.setattr(sbi_module, "run_langevin", spy)
+    monkeypatch.setattr(sbi_module, "run_langevin", spying(sbi_module.run_langevin))
+    monkeypatch.setattr(sbi_module, "run_langevin_to_ess", spying(sbi_module.run_langevin_to_ess))
     return seen

@@ -57,11 +57,14 @@ def test_dense_preconditioning_samples_an_ill_conditioned_posterior(known_score_
     assert ((draws.std(0) / sd - 1).abs() < 0.1).all(), (draws.std(0), sd)
     assert post.info["precondition"] == "dense"
 
-    # the automatic schedule respects max_steps also with tempering (relaxation ~1e4 steps here)
-    est.sample(40, chains=4, tempering=True, max_steps=2000, seed=2)
-    seen = langevin_spy
-    total = len(seen["tempering"]) * seen["steps_per_stage"] + seen["burn_in"] + seen["num_draws"] * seen["thin"]
-    assert total <= 2000, seen
+    # the automatic schedule respects max_steps also with tempering (relaxation ~1e4 steps here),
+    # with the ESS stopping rule (the default) and with a fixed budget
+    for fixed in ({}, {"burn_in": 300}):
+        est.sample(40, chains=4, tempering=True, max_steps=2000, seed=2, **fixed)
+        seen = langevin_spy
+        assert (seen["rule"] is None) == bool(fixed)
+        assert len(seen["tempering"]) * seen["steps_per_stage"] > 0
+        assert 1000 < seen["total_steps"] <= 2000, seen
 
 
 def _pseudo_huber_estimator(known_score_estimator, *, stiff: float = 1e4, delta: float = 0.1):
@@ -200,10 +203,12 @@ def test_warm_started_samples_are_found_again_in_the_store(known_score_estimator
     est = known_score_estimator(torch.eye(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64))
     est.store = RunStore(tmp_path / "run", config=None, seed=0)
     named, runs = [], []
-    real_name, real_run = estimator_module.samples_name, sbi_module.run_langevin
+    real_name = estimator_module.samples_name
     monkeypatch.setattr(estimator_module, "samples_name",
                         lambda arguments, likelihood: named.append(set(arguments)) or real_name(arguments, likelihood))
-    monkeypatch.setattr(sbi_module, "run_langevin", lambda *a, **k: runs.append(1) or real_run(*a, **k))
+    for sampler in ("run_langevin", "run_langevin_to_ess"):  # fixed budget, ESS target
+        real_run = getattr(sbi_module, sampler)
+        monkeypatch.setattr(sbi_module, sampler, lambda *a, real_run=real_run, **k: runs.append(1) or real_run(*a, **k))
     cold = est.sample(200, chains=4, max_steps=200)
     warm = est.sample(200, chains=4, max_steps=200, init=cold)
     assert len(runs) == 2

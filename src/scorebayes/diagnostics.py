@@ -42,11 +42,13 @@ def _rank_normalise(draws: np.ndarray) -> np.ndarray:
     return stats.norm.ppf((ranks - 0.375) / (draws.size + 0.25))
 
 
-def rhat(draws: np.ndarray) -> float:
+def rhat(draws: np.ndarray, *, rank: bool = True) -> float:
     r"""Rank-normalised split :math:`\hat R` of one scalar quantity.
 
     Arguments:
         draws: ``[C, S]`` (chains x draws); needs ``S >= 4``.
+        rank: ``False``: the classical split :math:`\hat R` of the draws themselves (of their
+            mean: no rank normalisation, no tail R-hat).
 
     Returns:
         The max of the bulk and tail (folded) R-hat, or ``nan`` if undefined.
@@ -55,6 +57,8 @@ def rhat(draws: np.ndarray) -> float:
     if draws.ndim != 2 or draws.shape[1] < 4 or not np.all(np.isfinite(draws)):
         return float("nan")
     split = _split(draws)
+    if not rank:
+        return _rhat_basic(split)
     bulk = _rhat_basic(_rank_normalise(split))
     folded = np.abs(split - np.median(split))
     tail = _rhat_basic(_rank_normalise(folded))
@@ -71,12 +75,13 @@ def _rhat_basic(z: np.ndarray) -> float:
     return float(np.sqrt(var_plus / within))
 
 
-def ess(draws: np.ndarray) -> float:
+def ess(draws: np.ndarray, *, rank: bool = True) -> float:
     r"""Bulk effective sample size of one scalar quantity.
 
     Arguments:
         draws: ``[C, S]``. With ``S = 1`` (independent final states of C chains) the
             draws are treated as independent and ``C`` is returned.
+        rank: ``False``: the ESS of the mean (of the draws themselves, not rank-normalised).
     """
     draws = np.asarray(draws, dtype=float)
     if draws.ndim != 2 or not np.all(np.isfinite(draws)):
@@ -85,7 +90,7 @@ def ess(draws: np.ndarray) -> float:
         return float(draws.shape[0])
     if draws.shape[1] < 4:
         return float("nan")
-    z = _rank_normalise(_split(draws))
+    z = _rank_normalise(_split(draws)) if rank else _split(draws)
     m, s = z.shape
     centred = z - z.mean(axis=1, keepdims=True)
     # autocovariance per chain via FFT

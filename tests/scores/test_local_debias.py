@@ -113,7 +113,7 @@ def test_refinement_moves_rather_than_shrinks_when_draws_pile_at_the_edge():
         edges.append(post.info["edge_fraction"])
         post = est.refine_debiasing(post, num_groups=200, group_size=50).sample(1000, chains=20)
         spreads.append(float(est.refinements_[-1]["spread"]))
-    assert edges[1] > 0.01 and spreads[1] >= spreads[0]  # piled up, so the region kept its size
+    assert edges[1] > 0.01 and spreads[1] >= spreads[0] * (1 - 1e-12)  # piled up, so the region kept its size
     draws = post.draws.reshape(-1)
     assert abs(float(draws.mean()) - mean) < 0.5 * sd
     assert abs(float(draws.std()) / sd - 1) < 0.3

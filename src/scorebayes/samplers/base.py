@@ -124,6 +124,7 @@ def run_chains(
     adaptation: Adaptation | None = None,
     divergence: Divergence | None = None,
     on_step: Callable[[int, Any, Any], None] | None = None,
+    stop: Callable[[int, Tensor], bool] | None = None,
     collect: Callable[[Any], Tensor] = position,
     progress: bool = False,
     desc: str = "chains",
@@ -143,12 +144,15 @@ def run_chains(
         divergence: freeze run-away chains and raise :class:`ChainsDivergedError` when too many
             (:class:`Divergence`); ``None``: no check.
         on_step: ``on_step(t, state, info)`` after every step (e.g. to count acceptances).
+        stop: ``stop(t, draws [C, kept, ...]) -> bool`` after every kept draw; ``True`` ends the
+            run there (:mod:`scorebayes.samplers.ess_stopping` stops at an ESS target).
         collect: what a draw is, ``state -> [C, ...]`` (default :func:`position`).
         progress: show a tqdm bar (``desc``); silent by default.
 
     Returns:
         ``(draws [C, S, ...], state, info)``: the kept draws, the last state and
-        :class:`ChainsInfo`.
+        :class:`ChainsInfo` (``num_steps``: the steps made, fewer than asked when ``stop`` ended
+        the run).
     """
     if num_steps < 0 or burn_in < 0 or thin < 1:
         raise ValueError("need num_steps >= 0, burn_in >= 0 and thin >= 1")
@@ -163,7 +167,7 @@ def run_chains(
     adapted = None if adaptation is None else adaptation.init(state)
     num_draws = max(0, num_steps - burn_in) // thin
     draws: Tensor | None = None
-    kept = 0
+    kept, steps_made = 0, 0
     bar = tqdm(total=num_steps, desc=desc, disable=not progress, leave=False)
     try:
         for t in range(num_steps):
@@ -185,7 +189,13 @@ def run_chains(
                     draws = value.new_empty(value.shape[0], num_draws, *value.shape[1:])
                 draws[:, kept] = value
                 kept += 1
+                if stop is not None and stop(t, draws[:, :kept]):
+                    steps_made = t + 1
+                    bar.update(1)
+                    break
             bar.update(1)
+        else:
+            steps_made = num_steps
     finally:
         bar.close()
     if draws is None:
@@ -194,7 +204,7 @@ def run_chains(
     if divergence is not None and float(diverged.float().mean()) > divergence.max_fraction:
         raise ChainsDivergedError(divergence.message.format(diverged=int(diverged.sum()),
                                                             chains=len(diverged)))
-    return draws, state, ChainsInfo(diverged, num_steps, adapted)
+    return draws[:, :kept], state, ChainsInfo(diverged, steps_made, adapted)
 
 
 def warn_diverged(diverged: Tensor, *, stacklevel: int = 2) -> None:

@@ -30,6 +30,7 @@ from torch import Tensor
 
 from .adaptation import adaptation_windows
 from .base import ChainsDivergedError, Kernel, run_chains, warn_diverged
+from .ess_stopping import Convergence, EssStopping, burn_in_steps, run_until_ess
 from .preconditioning import covariance_preconditioner, dense_preconditioner
 from .step_size import StepSize, curvature_step_size
 from .ula import LANGEVIN_DIVERGENCE, build_kernel, reflect_into_box
@@ -37,7 +38,7 @@ from .ula import tempering as tempering_schedule
 
 __all__ = ["LangevinInfo", "StepSize", "adaptation_windows", "covariance_preconditioner",
            "curvature_step_size", "dense_preconditioner", "reflect_into_box", "run_langevin",
-           "ChainsDivergedError"]
+           "run_langevin_to_ess", "ChainsDivergedError", "Convergence", "EssStopping"]
 
 ScoreFn = Callable[[Tensor], Tensor]
 
@@ -52,6 +53,7 @@ class LangevinInfo(NamedTuple):
     steps_per_stage: int
     diverged: Tensor  # [C] bool
     total_steps: int
+    convergence: Convergence | None = None  # with run_langevin_to_ess
 
 
 def run_langevin(
@@ -112,4 +114,58 @@ def run_langevin(
     warn_diverged(run.diverged)
     info = LangevinInfo(step_size, burn_in, thin, tuple(float(t) for t in tempering),
                         steps_per_stage, run.diverged, run.num_steps)
+    return draws, info
+
+
+def run_langevin_to_ess(
+    likelihood_score: ScoreFn,
+    prior_score: ScoreFn,
+    init: Tensor,
+    rule: EssStopping,
+    *,
+    step_size: float,
+    num_draws: int,
+    record_every: int,
+    tempering: Sequence[float] = (),
+    steps_per_stage: int = 0,
+    clip_norm: float | None = None,
+    bounds: tuple[Tensor, Tensor] | None = None,
+    constrain: Callable[[Tensor], Tensor] | None = None,
+    max_abs: float = 1e6,
+    max_diverged_fraction: float = 0.5,
+    measure: Callable[[Tensor], Tensor] | None = None,
+    generator: torch.Generator | None = None,
+    progress: bool = False,
+) -> tuple[Tensor, LangevinInfo]:
+    r""":func:`run_langevin` run until its draws reach the ESS target of ``rule``
+    (:func:`~scorebayes.samplers.ess_stopping.run_until_ess`): the tempering stages, then steps at
+    :math:`t = 1` until the second half of the run has the target ESS and :math:`\hat R`, or
+    ``rule.max_steps`` steps; ``num_draws`` draws per chain from the tested part. ``measure``
+    maps states ``[C, K, d]`` to what is tested (e.g. the constrained parameters).
+
+    ``LangevinInfo.burn_in`` is then the discarded steps (tempering included), ``thin`` the spacing of the draws
+    returned, and ``convergence`` the :class:`~scorebayes.samplers.ess_stopping.Convergence`.
+    """
+    if init.dim() != 2:
+        raise ValueError(f"init must be [C, d], got shape {tuple(init.shape)}")
+    if not step_size > 0 or not math.isfinite(step_size):
+        raise ValueError(f"step_size must be positive and finite, got {step_size}")
+
+    def build(weight: float) -> Kernel:
+        return build_kernel(likelihood_score, prior_score, step_size, weight=weight, clip_norm=clip_norm,
+                            bounds=bounds, constrain=constrain)
+
+    kernel = build(1.0)
+    stages = len(tempering) * steps_per_stage
+    divergence = LANGEVIN_DIVERGENCE._replace(max_abs=max_abs, max_fraction=max_diverged_fraction)
+    draws, _, run, converged = run_until_ess(
+        kernel, kernel.init(init), rule, draws_per_chain=num_draws, record_every=record_every,
+        generator=generator, adaptation=tempering_schedule(build, tempering, steps_per_stage, kernel),
+        adaptation_steps=stages, divergence=divergence, measure=measure, progress=progress, desc="langevin")
+    warn_diverged(run.diverged)
+    recorded = converged.steps  # steps at t = 1, after the tempering stages
+    burn = burn_in_steps(recorded, rule)
+    info = LangevinInfo(step_size, stages + burn, max(1, (recorded - burn) // num_draws),
+                        tuple(float(t) for t in tempering), steps_per_stage, run.diverged, run.num_steps,
+                        converged)
     return draws, info

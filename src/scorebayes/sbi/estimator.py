@@ -41,8 +41,8 @@ from __future__ import annotations
 import functools
 import inspect
 import time
-from dataclasses import replace
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -339,7 +339,7 @@ class ScoreLangevin:
                step_size_factor: float = 0.1, burn_in: int | str = "auto", thin: int | str = "auto",
                tempering: bool | Sequence[float] = False, steps_per_stage: int | str = "auto",
                init: str | Posterior = "proposal", clip_norm: float | None = None, max_steps: int = 20_000,
-               compile_drift: bool = False, precondition: str | None = None, adapt_steps: int = 0,
+               target_ess: float | str = "auto", compile_drift: bool = False, precondition: str | None = None, adapt_steps: int = 0,
                reset_stragglers: bool = True, seed: int | None = None, check: bool = True,
                remedy: bool = True) -> Posterior:
         r"""Run Langevin chains on the learned posterior score and return a :class:`Posterior`.
@@ -351,8 +351,14 @@ class ScoreLangevin:
             step_size: :math:`\tau`, or ``"auto"``: :math:`\kappa/\lambda_{\max}` with
                 :math:`\kappa` = ``step_size_factor``
                 (:func:`~scorebayes.samplers.langevin.curvature_step_size`).
-            burn_in, thin, steps_per_stage: ``"auto"`` from the slowest direction's relaxation time,
-                within about ``max_steps`` steps (:func:`scorebayes.sbi.sampling.step_budget`).
+            burn_in, thin: ``"auto"`` (both): run until the draws' effective sample size reaches
+                ``target_ess`` (with :math:`\hat R < 1.01`) or ``max_steps`` steps, the first half
+                discarded (:func:`scorebayes.sbi.sampling.stopping_rule`); a warning says when the
+                target was not met. Explicit values give a fixed budget instead.
+            target_ess: ``"auto"``: a quarter of ``num_samples`` (at least 100); ``info["ess"]`` is
+                the smallest ESS over the parameters, ``info["rhat"]`` the largest R-hat.
+            steps_per_stage: ``"auto"`` from the slowest direction's relaxation time
+                (:func:`scorebayes.sbi.sampling.step_budget`).
             tempering: ``True`` for likelihood weights 0.1, ..., 0.9 before :math:`t = 1`
                 (App. C.2.2), or an explicit list.
             init: ``"proposal"`` (:math:`q`, or the prior without localization), ``"prior"``, or a

@@ -34,6 +34,7 @@ from ..samplers.adaptation import (
     probes_with_centre,
     whitened,
 )
+from ..samplers.ess_stopping import EssStopping, record_interval, rhat_limit
 from ..samplers.langevin import (
     adaptation_windows,
     covariance_preconditioner,
@@ -41,6 +42,7 @@ from ..samplers.langevin import (
     dense_preconditioner,
     reflect_into_box,
     run_langevin,
+    run_langevin_to_ess,
 )
 from .likelihood import LearnedLikelihoodScore
 from .reference_tables import to_unconstrained
@@ -60,6 +62,7 @@ class ChainSettings(NamedTuple):
     steps_per_stage: int | str = "auto"
     clip_norm: float | None = None
     max_steps: int = 20_000
+    target_ess: float | str = "auto"
     compile_drift: bool = False
     precondition: str | None = None
     adapt_steps: int = 0
@@ -80,6 +83,10 @@ class ChainSettings(NamedTuple):
             raise ValueError(f"adapt_steps must be an integer >= 0, got {adapt_steps!r}")
         if not isinstance(arguments["reset_stragglers"], bool):
             raise ValueError(f"reset_stragglers must be True or False, got {arguments['reset_stragglers']!r}")
+        target = arguments["target_ess"]
+        if target != "auto" and (isinstance(target, bool) or not isinstance(target, (int, float))
+                                 or not target > 0):
+            raise ValueError(f"target_ess must be 'auto' or a positive number, got {target!r}")
         if adapt_steps and precondition != "dense":
             raise ValueError("adapt_steps adapts the dense preconditioner: pass precondition='dense'")
         tempering = arguments["tempering"]
@@ -161,6 +168,27 @@ def step_budget(settings: ChainSettings, relax: float, stages: Sequence[float],
     return n_stage, n_burn, n_thin
 
 
+def stopping_rule(settings: ChainSettings, relax: float, tempering_steps: int, chains: int,
+                  draws_per_chain: int) -> EssStopping | None:
+    r"""The ESS stopping rule of one copy's ``chains`` chains, or ``None`` for a fixed step budget
+    (an explicit ``burn_in`` or ``thin``).
+
+    ``target_ess="auto"`` asks for a quarter as many effective draws as draws returned (at least
+    100): the posterior means' Monte Carlo error is then at most :math:`2/\sqrt{N}` posterior SDs
+    for ``N`` draws (0.045 for 2,000), far below the posterior's own spread. The first test comes after 10 relaxation times (at least 400 steps), at least
+    5 relaxation times (and 200 steps) are discarded, the R-hat limit is
+    :func:`~scorebayes.samplers.ess_stopping.rhat_limit`, and the run, tempering included, stays
+    within ``max_steps``."""
+    if settings.burn_in != "auto" or settings.thin != "auto":
+        return None
+    num_draws = chains * draws_per_chain
+    target = max(100.0, num_draws / 4) if settings.target_ess == "auto" else float(settings.target_ess)
+    max_steps = max(1, settings.max_steps - tempering_steps)
+    min_steps = min(max_steps, max(400, math.ceil(10 * relax)))
+    return EssStopping(target=target, max_steps=max_steps, min_steps=min_steps, growth=1.25,
+                       max_rhat=rhat_limit(chains, target), min_burn_in=max(200, math.ceil(5 * relax)))
+
+
 class CopyRun(NamedTuple):
     """One noisy copy's chains: draws ``[C, S, d]`` in ``u``, their starts ``[C, d]``, the sampler's
     info, the relaxation time, warm-up steps and restarts, and start counts (redrawn, reflected)."""
@@ -219,10 +247,19 @@ def run_copy(likelihood: LearnedLikelihoodScore, x_copy: Tensor, start_sampler: 
     else:
         tau, relax = float(settings.step_size), 1.0
     n_stage, n_burn, n_thin = step_budget(settings, relax, stages, draws_per_chain)
-    draws, info = run_langevin(lik, prior_score, u0, step_size=tau, num_draws=draws_per_chain,
-                               burn_in=n_burn, thin=n_thin, tempering=stages, steps_per_stage=n_stage,
-                               clip_norm=settings.clip_norm, bounds=chain_bounds, constrain=constrain,
-                               generator=generator, progress=progress)
+    chain_options = dict(step_size=tau, num_draws=draws_per_chain, tempering=stages, steps_per_stage=n_stage,
+                         clip_norm=settings.clip_norm, bounds=chain_bounds, constrain=constrain,
+                         generator=generator, progress=progress)
+    rule = stopping_rule(settings, relax, len(stages) * n_stage, len(u0), draws_per_chain)
+    if rule is None:
+        draws, info = run_langevin(lik, prior_score, u0, burn_in=n_burn, thin=n_thin, **chain_options)
+    else:
+        def parameters(w: Tensor) -> Tensor:  # chain states [C, K, d] -> theta [C, K, d]
+            return space.to_constrained(to_u(w.reshape(-1, w.shape[-1]))).reshape(w.shape)
+
+        draws, info = run_langevin_to_ess(lik, prior_score, u0, rule,
+                                          record_every=record_interval(relax, rule, draws_per_chain),
+                                          measure=parameters, **chain_options)
     return CopyRun(to_u(draws[~info.diverged]), starts_u[~info.diverged], info, float(relax),
                    warmup_steps, resets, (redrawn, reflected))
 
@@ -287,7 +324,20 @@ def run_chains(likelihood: LearnedLikelihoodScore, start_sampler: Callable[[int]
     edge = edge_fraction(likelihood, u_draws)
     memory, remembered = warn_about(runs, u_draws, torch.cat([r.starts for r in runs]), edge, names)
     info0 = runs[0].info
+    converged = [r.info.convergence for r in runs if r.info.convergence is not None]
+    if converged and not all(c.met for c in converged):
+        worst = min(converged, key=lambda c: c.ess)
+        warnings.warn(f"the chains did not reach their effective sample size within max_steps = "
+                      f"{settings.max_steps}: ESS {worst.ess:.0f} of {worst.target:.0f}, R-hat "
+                      f"{worst.rhat:.3f} (want < {worst.max_rhat:.2f}). The draws are more correlated than their number "
+                      "suggests; raise max_steps, or check the fit (a flat learned score mixes slowly)",
+                      stacklevel=4)
     return u_draws, {
+        "ess": min((c.ess for c in converged), default=None),
+        "rhat": max((c.rhat for c in converged), default=None),
+        "target_ess": converged[0].target if converged else None,
+        "ess_met": all(c.met for c in converged) if converged else None,
+        "total_steps": max(int(r.info.total_steps) for r in runs),
         "step_size": info0.step_size,
         "step_size_c": info0.step_size * likelihood.n_obs,
         "burn_in": info0.burn_in,
