@@ -56,6 +56,27 @@ class LangevinInfo(NamedTuple):
     convergence: Convergence | None = None  # with run_langevin_to_ess
 
 
+def _parts(likelihood_score: ScoreFn, prior_score: ScoreFn, init: Tensor, step_size: float,
+           tempering: Sequence[float], steps_per_stage: int, clip_norm: float | None,
+           bounds: tuple[Tensor, Tensor] | None, constrain: Callable[[Tensor], Tensor] | None,
+           max_abs: float, max_diverged_fraction: float):
+    """The checked inputs' ``(t = 1 kernel, tempering adaptation or None, tempering steps,
+    divergence rule)``, shared by :func:`run_langevin` and :func:`run_langevin_to_ess`."""
+    if init.dim() != 2:
+        raise ValueError(f"init must be [C, d], got shape {tuple(init.shape)}")
+    if not step_size > 0 or not math.isfinite(step_size):
+        raise ValueError(f"step_size must be positive and finite, got {step_size}")
+
+    def build(weight: float) -> Kernel:
+        return build_kernel(likelihood_score, prior_score, step_size, weight=weight, clip_norm=clip_norm,
+                            bounds=bounds, constrain=constrain)
+
+    kernel = build(1.0)
+    stages = len(tempering) * steps_per_stage
+    divergence = LANGEVIN_DIVERGENCE._replace(max_abs=max_abs, max_fraction=max_diverged_fraction)
+    return kernel, tempering_schedule(build, tempering, steps_per_stage, kernel), stages, divergence
+
+
 def run_langevin(
     likelihood_score: ScoreFn,
     prior_score: ScoreFn,
@@ -93,23 +114,14 @@ def run_langevin(
         max_abs: a chain with ``|u| > max_abs`` or non-finite state is declared diverged and frozen.
         max_diverged_fraction: raise :class:`ChainsDivergedError` above this fraction.
     """
-    if init.dim() != 2:
-        raise ValueError(f"init must be [C, d], got shape {tuple(init.shape)}")
-    if not step_size > 0 or not math.isfinite(step_size):
-        raise ValueError(f"step_size must be positive and finite, got {step_size}")
     if num_draws < 1 or burn_in < 0 or thin < 1:
         raise ValueError("need num_draws >= 1, burn_in >= 0 and thin >= 1")
-
-    def build(weight: float) -> Kernel:
-        return build_kernel(likelihood_score, prior_score, step_size, weight=weight, clip_norm=clip_norm,
-                            bounds=bounds, constrain=constrain)
-
-    kernel = build(1.0)
-    stages = len(tempering) * steps_per_stage
-    divergence = LANGEVIN_DIVERGENCE._replace(max_abs=max_abs, max_fraction=max_diverged_fraction)
+    kernel, adaptation, stages, divergence = _parts(
+        likelihood_score, prior_score, init, step_size, tempering, steps_per_stage, clip_norm, bounds,
+        constrain, max_abs, max_diverged_fraction)
     draws, _, run = run_chains(kernel, kernel.init(init), stages + burn_in + num_draws * thin,
                                burn_in=stages + burn_in, thin=thin, generator=generator,
-                               adaptation=tempering_schedule(build, tempering, steps_per_stage, kernel),
+                               adaptation=adaptation,
                                divergence=divergence, progress=progress, desc="langevin")
     warn_diverged(run.diverged)
     info = LangevinInfo(step_size, burn_in, thin, tuple(float(t) for t in tempering),
@@ -139,28 +151,19 @@ def run_langevin_to_ess(
 ) -> tuple[Tensor, LangevinInfo]:
     r""":func:`run_langevin` run until its draws reach the ESS target of ``rule``
     (:func:`~scorebayes.samplers.ess_stopping.run_until_ess`): the tempering stages, then steps at
-    :math:`t = 1` until the second half of the run has the target ESS and :math:`\hat R`, or
+    :math:`t = 1` until the run after its burn-in has the target ESS and :math:`\hat R`, or
     ``rule.max_steps`` steps; ``num_draws`` draws per chain from the tested part. ``measure``
     maps states ``[C, K, d]`` to what is tested (e.g. the constrained parameters).
 
-    ``LangevinInfo.burn_in`` is then the discarded steps (tempering included), ``thin`` the spacing of the draws
-    returned, and ``convergence`` the :class:`~scorebayes.samplers.ess_stopping.Convergence`.
+    ``LangevinInfo.burn_in`` is then the discarded steps (tempering included), ``thin`` the
+    spacing of the draws returned, and ``convergence`` the :class:`~scorebayes.samplers.ess_stopping.Convergence`.
     """
-    if init.dim() != 2:
-        raise ValueError(f"init must be [C, d], got shape {tuple(init.shape)}")
-    if not step_size > 0 or not math.isfinite(step_size):
-        raise ValueError(f"step_size must be positive and finite, got {step_size}")
-
-    def build(weight: float) -> Kernel:
-        return build_kernel(likelihood_score, prior_score, step_size, weight=weight, clip_norm=clip_norm,
-                            bounds=bounds, constrain=constrain)
-
-    kernel = build(1.0)
-    stages = len(tempering) * steps_per_stage
-    divergence = LANGEVIN_DIVERGENCE._replace(max_abs=max_abs, max_fraction=max_diverged_fraction)
+    kernel, adaptation, stages, divergence = _parts(
+        likelihood_score, prior_score, init, step_size, tempering, steps_per_stage, clip_norm, bounds,
+        constrain, max_abs, max_diverged_fraction)
     draws, _, run, converged = run_until_ess(
         kernel, kernel.init(init), rule, draws_per_chain=num_draws, record_every=record_every,
-        generator=generator, adaptation=tempering_schedule(build, tempering, steps_per_stage, kernel),
+        generator=generator, adaptation=adaptation,
         adaptation_steps=stages, divergence=divergence, measure=measure, progress=progress, desc="langevin")
     warn_diverged(run.diverged)
     recorded = converged.steps  # steps at t = 1, after the tempering stages
