@@ -13,10 +13,9 @@ with the ESS of the mean and the split :math:`\hat R` of each coordinate :math:`
 user reads, in the coordinates they read them in. (Rank-normalised diagnostics are invariant to
 the coordinates, and so count a far tail of ``u`` that holds next to no mass in the parameters,
 e.g. :math:`u = \mathrm{logit}\,\theta` of a posterior against :math:`\theta = 0`, as
-unmixed for ever.) The run stops
-at the first checkpoint that passes, or after ``max_steps``; the draws returned are
-``draws_per_chain`` states of each chain, evenly spaced over the tested part. Discarding a
-fixed share keeps the burn-in proportional to the time the chains actually needed, and the
+unmixed for ever.) The run stops at the first checkpoint that passes, or after ``max_steps``;
+the draws returned are ``draws_per_chain`` states of each chain, evenly spaced over the tested
+part. Discarding a fixed share keeps the burn-in proportional to the time the chains actually needed, and the
 geometric schedule keeps the cost of the tests to a few per doubling of the run.
 
 With ``C`` chains of ``e`` effective draws each, :math:`\hat R \approx 1 + 1/(2e)` even at

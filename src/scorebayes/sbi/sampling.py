@@ -175,8 +175,9 @@ def stopping_rule(settings: ChainSettings, relax: float, tempering_steps: int, c
 
     ``target_ess="auto"`` asks for a quarter as many effective draws as draws returned (at least
     100): the posterior means' Monte Carlo error is then at most :math:`2/\sqrt{N}` posterior SDs
-    for ``N`` draws (0.045 for 2,000), far below the posterior's own spread. The first test comes after 10 relaxation times (at least 400 steps), at least
-    5 relaxation times (and 200 steps) are discarded, the R-hat limit is
+    for ``N`` draws (0.045 for 2,000), far below the posterior's own spread. The first test comes
+    after 10 relaxation times (at least 400 steps), at least 5 relaxation times (and 200 steps)
+    are discarded, the R-hat limit is
     :func:`~scorebayes.samplers.ess_stopping.rhat_limit`, and the run, tempering included, stays
     within ``max_steps``."""
     if settings.burn_in != "auto" or settings.thin != "auto":
@@ -326,7 +327,7 @@ def run_chains(likelihood: LearnedLikelihoodScore, start_sampler: Callable[[int]
     info0 = runs[0].info
     converged = [r.info.convergence for r in runs if r.info.convergence is not None]
     if converged and not all(c.met for c in converged):
-        worst = min(converged, key=lambda c: c.ess)
+        worst = min(converged, key=lambda c: c.ess if math.isfinite(c.ess) else -1.0)  # NaN: undefined, worst
         warnings.warn(f"the chains did not reach their effective sample size within max_steps = "
                       f"{settings.max_steps}: ESS {worst.ess:.0f} of {worst.target:.0f}, R-hat "
                       f"{worst.rhat:.3f} (want < {worst.max_rhat:.2f}). The draws are more correlated than their number "
