@@ -181,7 +181,7 @@ def n_estimator(model, s: dict, localization: dict, seed: int, *, localize: bool
 def make_methods(model, scale: dict, chosen: list[str], *, localize: bool, seed: int) -> dict:
     """``{method: fn(x_obs [T, J+2], seed) -> Posterior}``; with ``localize`` the baselines share
     one localization per observed data set (cost in ``info["cost_localization"]``)."""
-    from scorebayes.localize import localize as run_localization
+    from scorebayes.sbi.localization.minimum_distance import localize as run_localization
 
     prior, sim, names = model.prior, model.simulator, model.parameter_names
     cache: dict[str, object] = {}

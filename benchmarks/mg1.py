@@ -31,7 +31,7 @@ from scorebayes.models.mg1 import queue_features  # noqa: E402
 from scorebayes.parallel import derive_seed, make_generator  # noqa: E402
 from scorebayes.samplers.sbi_mh import mh_correct  # noqa: E402
 from scorebayes.sbi import ScoreLangevin, TrainingSchedule  # noqa: E402
-from scorebayes.trust_region import trust_region_fit  # noqa: E402
+from scorebayes.sbi.rounds.trust_region import trust_region_fit  # noqa: E402
 
 NAME = "mg1"
 METHODS = ["single-model", "n-model", "abc", "bsl", "npe", "single-model-refined", "n-model-paper-table",
@@ -90,7 +90,7 @@ SMALL = {
     "n_paper_training": {**_n_paper_table, "epochs": 5_000, "batch": 500, "lr": (1e-3, 1e-3), "patience": 200,
                          "store": True},
     # beyond the paper: the single-model's tables moved towards the posterior over 4 rounds
-    # (scorebayes.trust_region.trust_region_fit), each the paper's N for D^S with a 25x smaller D^R,
+    # (scorebayes.sbi.rounds.trust_region.trust_region_fit), each the paper's N for D^S with a 25x smaller D^R,
     # 2x64 SiLU nets; q starts uninflated (the localization's replicates already spread along the
     # theta1/width ridge). Cost per round N/n + N_R m_R/n = 800, 4 rounds 3.2e3 (+ localization)
     "trust": (_trust := {"N": 200_000, "N_R": 2_000, "m_R": 100, "epochs": 40, "penalty_epochs": 10,
@@ -510,7 +510,7 @@ def main(argv=None) -> None:
         *trust_lines(records, args.reps),
         "TRUST-REGION TABLE ROUNDS: NOT A FIX YET (single-model-trust, repetitions 0-1, `scorebayes "
         "bench mg1 --methods single-model-trust --only-reps 0` and `1` as two processes, 24-25 min a "
-        "repetition). scorebayes.trust_region.trust_region_fit moves the single-model's tables towards "
+        "repetition). scorebayes.sbi.rounds.trust_region.trust_region_fit moves the single-model's tables towards "
         "the posterior: 4 rounds, each N = 200,000 for D^S and 2,000 x 100 for D^R (cost 800 a round, "
         "3.2e3 in all, plus the localization's 1.0e4), 2x64 SiLU nets; every round centres a Gaussian "
         "region on the median of the last round's 300 draws and halves it, but not below 4 Laplace SDs "

@@ -55,7 +55,7 @@ from _sbi_common import (  # noqa: E402
     pyplot, records_only, run_repetitions, write_markdown,
 )
 
-import scorebayes.localize as localize_module  # noqa: E402
+import scorebayes.sbi.localization.minimum_distance as localize_module  # noqa: E402
 from scorebayes import metrics  # noqa: E402
 from scorebayes.baselines import abc_w1, bsl, npe  # noqa: E402
 from scorebayes.models import get_model  # noqa: E402
@@ -182,7 +182,7 @@ def preconditioned_sample(sl: ScoreLangevin, num_samples: int, *, chains: int, s
 class _LocalizationCache:
     """Reuse one localization per observed data set across the score-model fits.
 
-    ``ScoreLangevin.fit`` calls ``scorebayes.localize.localize``; within :meth:`use` that
+    ``ScoreLangevin.fit`` calls ``scorebayes.sbi.localization.minimum_distance.localize``; within :meth:`use` that
     call is answered from the cache when ``x_obs`` was localized before (the cost is still
     reported once per method, as each method would pay it).
     """

@@ -133,7 +133,7 @@ def test_bad_calibration_options_fail_before_the_fit(tmp_path, capsys, calibrati
 
 
 def test_a_failed_calibration_loses_nothing_else(tmp_path, monkeypatch):
-    import scorebayes.calibration as calibration
+    import scorebayes.sbi.checks.calibration as calibration
 
     def broken(*args, **kwargs):
         raise RuntimeError("chains diverged")

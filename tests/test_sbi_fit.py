@@ -234,7 +234,7 @@ class _Stop(Exception):
 
 
 def test_localize_in_support_confines_the_localization_to_the_data_support(monkeypatch):
-    import scorebayes.localize
+    import scorebayes.sbi.localization.minimum_distance
 
     seen = {}
 
@@ -245,7 +245,7 @@ def test_localize_in_support_confines_the_localization_to_the_data_support(monke
     def support(x_obs):
         return torch.tensor([-5.0]), x_obs.min().reshape(1)
 
-    monkeypatch.setattr(scorebayes.localize, "localize", capture)
+    monkeypatch.setattr(scorebayes.sbi.localization.minimum_distance, "localize", capture)
     x_obs = torch.linspace(0.5, 2.0, T)[:, None]
     est = ScoreLangevin.from_options(independent([Normal(torch.tensor(0.0, dtype=torch.float64), 1.0)]), fixed_length,
                         mode="full", support_fn=support, localize_in_support=True, progress=False)

@@ -189,7 +189,7 @@ def simulate(theta, n, generator=None):
 
 
 def test_cli_stream_tables_gives_the_same_samples(tmp_path, monkeypatch):
-    import scorebayes.sbi.rounds as sbi
+    import scorebayes.sbi.rounds.table_rounds as sbi
 
     seen = []
     original = sbi.fit_score_network

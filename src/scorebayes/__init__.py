@@ -21,7 +21,7 @@ import os
 # about 10x slower; passive waiting keeps it near its fair share (read when torch loads).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from .calibration import calibrate, score_mean_test
+from .sbi.checks.calibration import calibrate, score_mean_test
 from .discrete.bayes import dfd_bayes, generalised_bayes
 from .posterior import Posterior
 from .priors import ParameterSpace, independent, prior_from_spec

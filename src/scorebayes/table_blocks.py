@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -28,8 +29,8 @@ from torch import Tensor
 from .parallel import make_generator
 from .simulators import Simulator, check_simulation
 
-__all__ = ["simulate_block", "robust_block", "simulate_unchecked", "simulate_groups", "simulate_task", "sampler_fingerprint",
-           "FAULT_MODES"]
+__all__ = ["simulate_block", "robust_block", "simulate_unchecked", "simulate_groups", "simulate_data_sets",
+           "pilot_simulation", "simulate_task", "sampler_fingerprint", "FAULT_MODES"]
 
 
 # ``priors.sample`` (behind ``PriorSampler``) seeds the *global* torch RNG inside
@@ -169,6 +170,46 @@ def simulate_groups(simulator: Simulator, theta: Tensor, group_size: int, n_obs:
         return x, good, failed, nonfinite
     good = finite.reshape(num, group_size).all(1)
     return x, good, 0, int((active & ~good).sum())
+
+
+def simulate_data_sets(simulator: Simulator, theta: Tensor, n_obs: int, generator: torch.Generator, *,
+                       on_error: str, retries: int) -> tuple[Tensor, Tensor, int, int]:
+    """One data set at each row of ``theta [B, d]``, with the tables' fault handling.
+
+    ``"raise"``: one checked call (a failure or a non-finite value raises). ``"skip"``/``"retry"``:
+    :func:`simulate_groups` with groups of one (each parameter on its own once the batch call
+    raises, one try or ``retries``); with no fault, the same draws as the checked call.
+
+    Returns:
+        ``(x [B, n_obs, p], good [B] bool, failed, nonfinite)``; rows of ``x`` that are not
+        ``good`` are placeholders.
+    """
+    if on_error == "raise":
+        x = simulator(theta, n_obs, generator)
+        return x, torch.ones(theta.shape[0], dtype=torch.bool), 0, 0
+    return simulate_groups(simulator, theta, 1, n_obs, generator,
+                           retries=retries if on_error == "retry" else 1,
+                           obs_dim=simulator.obs_dim or 1)
+
+
+def pilot_simulation(simulator: Simulator, theta: Tensor, n_obs: int,
+                     generator: Callable[[int], torch.Generator], *, on_error: str, tries: int) -> Tensor:
+    """A pilot call that reads the simulator's output shape: ``x [B, n_obs, p]``.
+
+    With ``"raise"``, one checked call with ``generator(0)``. Otherwise up to ``tries`` calls, try
+    ``t`` with ``generator(t)`` (the first with the same draws as ``"raise"``), the first that
+    returns is kept, non-finite values and all (only its shape is read); the last error is raised
+    if none returns.
+    """
+    if on_error == "raise":
+        return simulator(theta, n_obs, generator(0))
+    tries = max(int(tries), 1)
+    for t in range(tries - 1):
+        try:
+            return simulate_unchecked(simulator, theta, n_obs, generator(t))[0]
+        except Exception:  # noqa: BLE001 - user simulator code: tried again
+            continue
+    return simulate_unchecked(simulator, theta, n_obs, generator(tries - 1))[0]
 
 
 def _check_theta(theta: Any, rows: int) -> None:

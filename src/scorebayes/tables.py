@@ -2,7 +2,7 @@ r"""Reference tables :math:`\{(\theta^{(k)}, \mathbf X^{(k)})\}_{k=1}^N`, drawn 
 
 Step 1 of Algorithm 1 in Jiang, Wang & Yang draws the table i.i.d. from
 :math:`p(\theta)\,p^{(n)}_\theta`, where :math:`p(\theta)` is the prior :math:`\pi` or the
-localized proposal :math:`q` (:mod:`scorebayes.localize`):
+localized proposal :math:`q` (:mod:`scorebayes.sbi.localization.minimum_distance`):
 
 .. math:: \theta^{(k)} \sim p(\theta), \qquad
           \mathbf X^{(k)} = (X^{(k)}_1, \dots, X^{(k)}_{n_{obs}})
@@ -55,7 +55,7 @@ from .table_blocks import FAULT_MODES, sampler_fingerprint, simulate_block, simu
 from .table_store import BlockStore
 
 __all__ = ["ReferenceTable", "simulate_table", "simulate_grouped_table", "simulate_block",
-           "FAULT_MODES"]
+           "check_faults", "FAULT_MODES"]
 
 
 @dataclass(frozen=True)
@@ -190,10 +190,10 @@ def simulate_table(
     nonfinite = sum(r[3] for r in results.values())
     if in_memory:
         theta, x = _concatenate(results)
-        _check_faults(failed, nonfinite, plan.num, tag, max_failure_fraction, x is not None)
+        check_faults(failed, nonfinite, plan.num, f"table {tag!r}", max_failure_fraction, x is not None)
     else:  # memory-mapped: one block in memory at a time
         kept = [k for k in sorted(results) if blocks_store.meta(k)["kept"]]
-        _check_faults(failed, nonfinite, plan.num, tag, max_failure_fraction, bool(kept))
+        check_faults(failed, nonfinite, plan.num, f"table {tag!r}", max_failure_fraction, bool(kept))
         theta, x = blocks_store.mapped(kept)
     return ReferenceTable(
         theta=theta, x=x, simulations=plan.num * plan.n_obs / plan.n_data, seed=seed, tag=tag,
@@ -304,20 +304,22 @@ def _concatenate(results: dict) -> tuple[Tensor | None, Tensor | None]:
     return (torch.cat(thetas), torch.cat(xs)) if xs else (None, None)
 
 
-def _check_faults(failed: int, nonfinite: int, num: int, tag: str, max_failure_fraction: float,
-                  any_rows: bool) -> None:
-    """Raise above ``max_failure_fraction`` dropped rows (or none left); warn below."""
+def check_faults(failed: int, nonfinite: int, num: int, what: str, max_failure_fraction: float,
+                 any_rows: bool, stacklevel: int = 3) -> None:
+    """Raise above ``max_failure_fraction`` dropped simulations of ``num`` (or none left); warn below.
+
+    ``what`` names the simulations in the message (``"table 'S'"``, ``"the fit's check"``)."""
     bad = failed + nonfinite
     if bad > max_failure_fraction * num or not any_rows:
         raise SimulatorError(
-            f"table {tag!r}: {failed} of {num} simulations raised and {nonfinite} returned "
+            f"{what}: {failed} of {num} simulations raised and {nonfinite} returned "
             f"non-finite values, more than max_failure_fraction = {max_failure_fraction}: "
             "fix the simulator or restrict the prior to where it works")
     if bad:
         warnings.warn(
-            f"table {tag!r}: dropped {failed} failed and {nonfinite} non-finite simulations of "
+            f"{what}: dropped {failed} failed and {nonfinite} non-finite simulations of "
             f"{num}; if failures depend on theta, the posterior is computed from the "
-            "parameters where the simulator works and is biased towards them", stacklevel=3)
+            "parameters where the simulator works and is biased towards them", stacklevel=stacklevel)
 
 
 def simulate_grouped_table(

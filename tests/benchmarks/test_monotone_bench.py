@@ -23,7 +23,7 @@ def test_table2_summary_layout(bench):
 
 
 def test_localization_cache_patches_and_restores(bench, monkeypatch):
-    import scorebayes.localize as loc
+    import scorebayes.sbi.localization.minimum_distance as loc
 
     calls = []
 

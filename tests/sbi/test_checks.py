@@ -1,4 +1,4 @@
-"""The fit's verdict (scorebayes.sbi.checks) on exact and deliberately broken likelihood scores.
+"""The fit's verdict (scorebayes.sbi.checks.verdict) on exact and deliberately broken likelihood scores.
 
 A Gaussian mean model (d = 2, sigma = 1, n = 100, prior N(0, 3^2)) has the exact score
 S(u; X) = sum_i (x_i - u); the broken fits scale it by 3, shift it by one posterior SD, or pair it
@@ -16,7 +16,7 @@ from scorebayes.posterior import Posterior
 from scorebayes.priors import independent
 from scorebayes.proposal import GaussianProposal
 from scorebayes.sbi import ScoreLangevin
-from scorebayes.sbi.checks import check_fit
+from scorebayes.sbi.checks.verdict import check_fit
 from scorebayes.sbi.likelihood import LearnedLikelihoodScore
 from scorebayes.scores.training import TrainingSchedule
 

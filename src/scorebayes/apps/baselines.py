@@ -11,7 +11,7 @@ CLI-only keys:
   ``"model"`` (a built-in model's paper summaries). Default: the built-in model's
   summaries if any, else ``"mean_sd"`` for abc-pmc and bsl and ``"flatten"`` for npe.
 - ``estimator`` (npe): ``"maf"`` (``sbi``, default) or ``"gaussian"`` (Chatha et al.).
-- ``localize`` (all): ``true`` or a table of :func:`scorebayes.localize.localize` options;
+- ``localize`` (all): ``true`` or a table of :func:`scorebayes.sbi.localization.minimum_distance.localize` options;
   the localized proposal :math:`q` then draws the table (abc, npe; reweighted by
   :math:`\\pi/q`), round 0 (abc-pmc) or initialises and shapes the chains (bsl).
 - ``executor``, ``workers``, ``dask_address``, ``dask_tls`` (abc, abc-pmc, npe) and
@@ -42,14 +42,24 @@ from typing import Any
 import torch
 
 from ..baselines import abc_pmc, abc_w1, bsl, gaussian_npe, mean_sd_summary, npe
-from ..config import ConfigError, UserCodeError, check_options, load_callable
 from ..baselines._common import seed_from
+from ..config import ConfigError, UserCodeError, check_options, load_callable
 from ..parallel import derive_seed, make_generator
 from ..proposal import PriorSampler
 from ..tables import simulate_table
 from . import AppResult
-from .common import (EXECUTOR_KEYS, TABLE_KEYS, Execution, builtin_model, current_store, load_observed,
-                     load_prior, load_simulator, parameter_names, pop_execution)
+from .common import (
+    EXECUTOR_KEYS,
+    TABLE_KEYS,
+    Execution,
+    builtin_model,
+    current_store,
+    load_observed,
+    load_prior,
+    load_simulator,
+    parameter_names,
+    pop_execution,
+)
 
 __all__ = ["run"]
 
@@ -101,7 +111,7 @@ def _localize_options(value: Any) -> dict | None:
     if value is True:
         return {}
     if isinstance(value, dict):
-        from ..localize import localize
+        from ..sbi.localization.minimum_distance import localize
 
         check_options(value, localize, "[options] localize",
                       exclude=("simulator", "x_obs", "prior", "seed", "progress", "executor"))
@@ -184,7 +194,7 @@ def _run(method: str, function: Callable[..., Any], config: dict, options: dict,
     prior = load_prior(config, base_dir,
                        len(names_given) if isinstance(names_given, list) else None)
     names = parameter_names(config, int(prior.event_shape[0]))
-    x_obs, truth = load_observed(config, base_dir, simulator, prior, seed)
+    x_obs, truth = load_observed(config, base_dir, simulator, prior, seed, execution)
     if method in ("abc-pmc", "bsl", "npe"):
         summary = _summary(cli.get("summary"), method, config, base_dir, x_obs)
         if method != "npe" or summary is not None:
@@ -194,7 +204,7 @@ def _run(method: str, function: Callable[..., Any], config: dict, options: dict,
     extra: dict[str, Any] = {}
     sampler = None
     if localize_options is not None:
-        from ..localize import localize
+        from ..sbi.localization.minimum_distance import localize
 
         found = localize(simulator, x_obs, prior, seed=derive_seed(seed, "localize"),
                          progress=progress, **localize_options)

@@ -176,14 +176,22 @@ def parameter_names(config: dict, d: int) -> list[str]:
     return list(names)
 
 
-def _simulate(simulator: Simulator, theta: torch.Tensor, n: int, generator: torch.Generator,
-              what: str) -> torch.Tensor:
-    try:
-        x = simulator(theta, n, generator)
-    except SimulatorError as err:
-        raise ConfigError(f"{what}: {err}") from None
-    except Exception as err:  # noqa: BLE001 - user simulator code
-        raise UserCodeError(f"{what}: the simulator", err) from err
+def _simulate(simulator: Simulator, theta: torch.Tensor, n: int, seed: int, key: str, what: str, *,
+              on_error: str = "raise", retries: int = 1) -> torch.Tensor:
+    """``x [B, n, p]`` at ``theta [B, d]`` with ``make_generator(seed, key)``, checked. Unless
+    ``on_error`` is ``"raise"``, a call that raises or returns non-finite values is tried again
+    (``retries`` tries in all, try ``t`` with ``make_generator(seed, key, t)``)."""
+    tries = 1 if on_error == "raise" else max(int(retries), 1)
+    for t in range(tries):
+        try:
+            x = simulator(theta, n, make_generator(seed, key, *([t] if t else [])))
+            break
+        except SimulatorError as err:
+            if t + 1 == tries:
+                raise ConfigError(f"{what}: {err}") from None
+        except Exception as err:  # noqa: BLE001 - user simulator code
+            if t + 1 == tries:
+                raise UserCodeError(f"{what}: the simulator", err) from err
     if x.dim() != 3 or x.shape[:2] != (theta.shape[0], n):
         raise ConfigError(f"{what}: the simulator returned shape {tuple(x.shape)}, expected "
                           f"[B={theta.shape[0]}, n={n}, p]")
@@ -191,15 +199,18 @@ def _simulate(simulator: Simulator, theta: torch.Tensor, n: int, generator: torc
 
 
 def load_observed(config: dict, base_dir: str | Path, simulator: Simulator, prior: Distribution,
-                  seed: int) -> tuple[torch.Tensor, list[float] | None]:
+                  seed: int, execution: Execution | None = None) -> tuple[torch.Tensor, list[float] | None]:
     """The observed data ``x_obs [n, p]`` (float64) and the true parameters if known.
 
     ``[data] observed`` reads a file (``true_parameters`` may accompany it, for plots
     only); ``true_parameters`` with ``n`` simulates the data with
     ``make_generator(seed, "observed")``; a built-in model without ``[data]`` uses its own
     truth and ``n``. A pilot simulation at two prior draws checks the simulator's output
-    shape against the data.
+    shape against the data. With ``execution``'s ``on_simulator_error`` other than ``"raise"``,
+    both calls are tried again when the simulator raises (``retries`` tries).
     """
+    faults = ({"on_error": execution.on_simulator_error, "retries": execution.retries}
+              if execution is not None else {})
     data = config.get("data", {})
     if not isinstance(data, dict):
         raise ConfigError("[data] must be a table")
@@ -228,8 +239,8 @@ def load_observed(config: dict, base_dir: str | Path, simulator: Simulator, prio
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ConfigError(f"[data] n must be a positive integer (data set size), got {n!r}")
         theta = torch.tensor(truth, dtype=torch.float64)[None]
-        x_obs = _simulate(simulator, theta, n, make_generator(seed, "observed"),
-                          "simulating the observed data")[0].to(torch.float64)
+        x_obs = _simulate(simulator, theta, n, seed, "observed", "simulating the observed data",
+                          **faults)[0].to(torch.float64)
     else:
         raise ConfigError("[data] needs observed = \"x.csv\" (or .npy), or true_parameters "
                           "with n to simulate the data")
@@ -237,8 +248,8 @@ def load_observed(config: dict, base_dir: str | Path, simulator: Simulator, prio
         raise ConfigError("the observed data contain non-finite values")
     n, p = x_obs.shape
     pilot_theta = sample_prior(prior, 2, generator=make_generator(seed, "pilot")).to(torch.float64)
-    pilot = _simulate(simulator, pilot_theta, n, make_generator(seed, "pilot"),
-                      "pilot simulation at two prior draws")
+    pilot = _simulate(simulator, pilot_theta, n, seed, "pilot", "pilot simulation at two prior draws",
+                      **faults)
     if pilot.shape[2] != p:
         raise ConfigError(f"the simulator returns p={pilot.shape[2]} column(s) per observation "
                           f"but the observed data have p={p}")

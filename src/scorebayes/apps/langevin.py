@@ -4,7 +4,7 @@
 :meth:`~scorebayes.sbi.ScoreLangevin.sample` method (``num_samples``, ``chains``,
 ``tempering``, ...). Tables map onto objects: ``schedule = {epochs = 200, batch_size = 256}``
 and ``mean_schedule`` onto :class:`~scorebayes.scores.training.TrainingSchedule`;
-``localization = {replicates = 50}`` onto :func:`scorebayes.localize.localize` options.
+``localization = {replicates = 50}`` onto :func:`scorebayes.sbi.localization.minimum_distance.localize` options.
 ``weight_fn`` and ``support_fn`` may name ``"file.py:function"``. ``score_views = "builtin"``
 takes a builtin model's per-parameter data views (``Epidemic.score_views``).
 ``data_features`` may name ``"file.py:function"`` or be ``"builtin"``: the builtin epidemic's
@@ -19,7 +19,7 @@ options only ``num_samples`` and ``chains`` apply then). ``mh_init = "ula"`` sta
 Langevin chains instead (run with all the sampling options; the correction then keeps their
 count) and ``mh_jump_every = k`` makes every k-th step a pCN jump, so that chains stuck in a
 spurious region of the learned score can leave it (as on the M/G/1 queue).
-``calibration = {num_data_sets = 100}`` (any :func:`scorebayes.calibration.calibrate` options, or
+``calibration = {num_data_sets = 100}`` (any :func:`scorebayes.sbi.checks.calibration.calibrate` options, or
 ``true`` for its defaults) checks the fit afterwards by simulation-based calibration on the table's
 proposal: ``calibration.md`` (coverage and mean standardised error per parameter),
 ``calibration_ranks.png`` and ``summary.json["calibration"]``. A failure there is reported in
@@ -33,15 +33,22 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from .. import calibration as calibration_check
 from ..config import ConfigError, check_keys, load_callable
 from ..posterior import finite_or_none  # JSON has no NaN: undefined checks become null
 from ..sbi import ScoreLangevin
+from ..sbi.checks import calibration as calibration_check
 from ..sbi.settings import GROUPS, OPTION_GROUPS
 from ..scores.training import TrainingSchedule
 from . import AppResult
-from .common import (builtin_model, current_store, load_observed, load_prior, load_simulator,
-                     parameter_names, pop_execution)
+from .common import (
+    builtin_model,
+    current_store,
+    load_observed,
+    load_prior,
+    load_simulator,
+    parameter_names,
+    pop_execution,
+)
 
 __all__ = ["run", "split_options"]
 
@@ -89,9 +96,9 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
     prior = load_prior(config, base_dir, len(names_given) if isinstance(names_given, list) else None)
     d = int(prior.event_shape[0])
     names = parameter_names(config, d)
-    x_obs, truth = load_observed(config, base_dir, simulator, prior, seed)
     options = dict(config.get("options", {}))
     execution = pop_execution(options, base_dir=base_dir)
+    x_obs, truth = load_observed(config, base_dir, simulator, prior, seed, execution)
     mh_correction = options.pop("mh_correction", None)
     if mh_correction not in (None, "quadrature", "learned"):
         raise ConfigError('[options] mh_correction must be "quadrature" or "learned", '
@@ -158,6 +165,7 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
         extra = _calibrate(estimator, calibration, out_dir, seed=seed, progress=progress)
     return AppResult(posterior, {**extra, "simulations": posterior.info["simulations"],
                                  "simulations_by_stage": posterior.info["simulations_by_stage"],
+                                 "dropped_by_stage": posterior.info.get("dropped_by_stage", {}),
                                  "step_size": posterior.info["step_size"],
                                  # sampler checks (sbi.ScoreLangevin.sample; absent after MH correction)
                                  **{k: finite_or_none(posterior.info[k])

@@ -11,9 +11,9 @@ import inspect
 from dataclasses import MISSING, fields
 from typing import Any
 
-from ..calibration import calibrate
+from ..sbi.checks.calibration import calibrate
 from ..discrete import generalised_bayes
-from ..localize import localize
+from ..sbi.localization.minimum_distance import localize
 from ..parallel import EXECUTORS
 from ..sbi import ScoreLangevin
 from ..sbi.estimator import MODES

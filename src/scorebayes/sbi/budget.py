@@ -14,7 +14,7 @@ localization       20 replicates x 100 iterations (Nelder-Mead: at most 100 eval
 ``table_S``        20,000 single observations (single mode)
 ``table_R``        500 groups of :math:`m_R = \min(1000, \max(100, n))` observations (single mode)
 ``table_N``        1,000 data sets (modes n, full, markov)
-check              200 data sets at the posterior mean (:mod:`scorebayes.sbi.checks`)
+check              200 data sets at the posterior mean (:mod:`scorebayes.sbi.checks.verdict`)
 reserve            one more table round and its check, spent only if the check asks for it
 =================  ==========================================================================
 
@@ -32,10 +32,11 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from tqdm.auto import tqdm
 
-__all__ = ["DEFAULT_PLAN", "BudgetPlan", "Ledger", "plan_budget"]
+__all__ = ["DEFAULT_PLAN", "BudgetPlan", "Ledger", "plan_budget", "plan_fit"]
 
 #: the default plan's sizes, and each scalable size's floor
 DEFAULT_PLAN = {"replicates": 20, "iterations": 100, "single_rows": 20_000, "num_groups": 500,
@@ -186,25 +187,56 @@ def _scaled(sizes: dict[str, float], unit: dict[str, float], budget: float) -> d
     return {s: math.floor(bounded.get(s, sizes[s] * factor)) for s in sizes}
 
 
-class Ledger:
-    """What each stage of a fit spent: ``records`` of ``{"stage", "simulations", "seconds"}``, one
-    line each on stderr with ``progress``. The simulations are read from the estimator's running
-    count (``simulations_``, data sets of size ``n`` by stage)."""
+def plan_fit(tables: Any, localization: Any, n: int, *, single: bool) -> BudgetPlan:
+    """The stages' sizes of a fit to data of size ``n``: :func:`plan_budget` with the sizes the
+    ``tables`` and ``localization`` settings fix (:mod:`scorebayes.sbi.settings`)."""
+    fixed = {k: localization.options.get(k) for k in ("replicates", "iterations", "m", "restarts")}
+    fixed.update(num_groups=tables.num_groups, group_size=tables.group_size,
+                 **{("single_rows" if single else "num_data_sets"): tables.table_size})
+    return plan_budget(tables.num_simulations, n, single=single, localize=localization.enabled, fixed=fixed)
 
-    def __init__(self, simulations: dict[str, float], progress: bool):
+
+class Ledger:
+    """What each stage of a fit spent: ``records`` of ``{"stage", "simulations", "seconds",
+    "failed", "nonfinite"}``, one line each on stderr with ``progress``. The simulations are read
+    from the estimator's running count (``simulations_``, data sets of size ``n`` by stage), the
+    dropped simulations from the running fault counts ``faults`` (``"failed"``, ``"nonfinite"``).
+    ``dropped`` sums them by stage name, each in the innermost stage that dropped them (a stage
+    run inside another, such as a table inside a second round, is not counted twice)."""
+
+    def __init__(self, simulations: dict[str, float], progress: bool, faults: dict[str, float] | None = None):
         self.simulations, self.progress = simulations, progress
+        self.faults = faults if faults is not None else {}
         self.records: list[dict] = []
+        self.dropped: dict[str, dict[str, int]] = {}
+        self._nested: list[list[int]] = []  # per open stage: what its inner stages dropped
+
+    def _dropped_so_far(self) -> list[int]:
+        return [int(self.faults.get("failed", 0)), int(self.faults.get("nonfinite", 0))]
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
-        start, spent = time.perf_counter(), sum(self.simulations.values())
-        yield
+        start, spent, before = time.perf_counter(), sum(self.simulations.values()), self._dropped_so_far()
+        self._nested.append([0, 0])
+        try:
+            yield
+        finally:
+            inner = self._nested.pop()
+        total = [now - then for now, then in zip(self._dropped_so_far(), before, strict=True)]
+        if self._nested:
+            self._nested[-1] = [a + b for a, b in zip(self._nested[-1], total, strict=True)]
+        failed, nonfinite = (t - i for t, i in zip(total, inner, strict=True))
         record = {"stage": name, "simulations": sum(self.simulations.values()) - spent,
-                  "seconds": time.perf_counter() - start}
+                  "seconds": time.perf_counter() - start, "failed": failed, "nonfinite": nonfinite}
         self.records.append(record)
+        if failed or nonfinite:
+            kept = self.dropped.setdefault(name, {"failed": 0, "nonfinite": 0})
+            kept["failed"] += failed
+            kept["nonfinite"] += nonfinite
         if self.progress:
-            tqdm.write(f"  {name:<22} {record['simulations']:>10,.0f} data sets {record['seconds']:>8.1f} s",
-                       file=sys.stderr)
+            dropped = f"   dropped {failed:,} failed, {nonfinite:,} non-finite" if failed or nonfinite else ""
+            tqdm.write(f"  {name:<22} {record['simulations']:>10,.0f} data sets {record['seconds']:>8.1f} s"
+                       f"{dropped}", file=sys.stderr)
 
     def note(self, text: str) -> None:
         if self.progress:

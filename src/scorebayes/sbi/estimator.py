@@ -4,7 +4,7 @@ r"""Score-based Langevin simulation-based inference: the estimator that composes
           + \nabla_u\log\pi_u(u)
 
 1. **Localization** (Sec. 3.1): minimum-distance replicates give a Gaussian proposal :math:`q`
-   over the unconstrained parameters ``u`` (:mod:`scorebayes.localize`).
+   over the unconstrained parameters ``u`` (:mod:`scorebayes.sbi.localization.minimum_distance`).
 2. **Reference tables** from :math:`q` or the prior (:mod:`scorebayes.sbi.reference_tables`).
 3. **Score matching** in ``u`` on the data view of the mode (:mod:`scorebayes.sbi.views`):
    ``"single"`` (Algorithm 3, with the debiasing network of :mod:`scorebayes.sbi.debias`),
@@ -15,7 +15,7 @@ r"""Score-based Langevin simulation-based inference: the estimator that composes
 
 Later table rounds (:meth:`ScoreLangevin.refine_proposal`, :meth:`ScoreLangevin.move_tables`) and
 local debiasing corrections (:meth:`ScoreLangevin.refine_debiasing`,
-:meth:`ScoreLangevin.refit_debiasing`) live in :mod:`scorebayes.sbi.rounds`.
+:meth:`ScoreLangevin.refit_debiasing`) live in :mod:`scorebayes.sbi.rounds.table_rounds`.
 
 Example:
     >>> import torch
@@ -49,18 +49,19 @@ import torch
 from torch import Tensor
 from torch.distributions import Distribution
 
-from ..parallel import make_generator, torch_threads
+from ..parallel import torch_threads
 from ..posterior import Posterior
 from ..priors import ParameterSpace
 from ..proposal import PriorSampler
 from ..scores.training import checkpointing
 from ..simulators import Simulator, as_simulator
-from .budget import BudgetPlan, Ledger, plan_budget
-from .checks import FitCheck, check_fit
+from .budget import Ledger, plan_fit
+from .checks.verdict import FitCheck, check_fit
 from .likelihood import DataSmoothing, LearnedLikelihoodScore
-from .reference_tables import TableSource, to_unconstrained
-from .remedies import announce_check, checked
-from .rounds import (
+from .observed import check_against_pilot, checked_observed
+from .reference_tables import TableSource, draws_in_u
+from .rounds.remedies import announce_check, checked
+from .rounds.table_rounds import (
     first_round,
     localized_proposal,
     move_tables,
@@ -112,10 +113,8 @@ class ScoreLangevin:
             it fills the settings groups not given.
         localization, tables, networks, training, simulation: the stages' settings
             (:mod:`scorebayes.sbi.settings`); ``localization=False`` draws the tables from the prior.
-        weight_fn: :math:`g(\theta, X)` ``[B, d]`` for a data-dependent support (eq. 19; not with the
-            single mode's debiasing).
-        support_fn: ``support_fn(x_obs [n, p]) -> (low [d], high [d])``, the admissible box of
-            :math:`\theta` given the data; chains are reflected into it.
+            A data-dependent support is ``Localization.support_fn`` (the chains are reflected into
+            it) and the loss weight that vanishes on its boundary ``Training.weight_fn``.
         parameter_names: names of the ``d`` parameters.
         store: a :class:`~scorebayes.store.RunStore`: the localization, table blocks, networks
             (with epoch checkpoints) and samples are saved there and reused on a re-run.
@@ -137,8 +136,6 @@ class ScoreLangevin:
                  preset: str = "default", localization: Localization | bool | None = None,
                  tables: Tables | None = None, networks: Networks | None = None,
                  training: Training | None = None, simulation: Simulation | None = None,
-                 weight_fn: Callable[[Tensor, Tensor], Tensor] | None = None,
-                 support_fn: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None,
                  parameter_names: Sequence[str] | None = None, store: Any = None,
                  device: str | torch.device = "cpu", threads: int | None = None, seed: int = 0,
                  progress: bool = True):
@@ -152,11 +149,9 @@ class ScoreLangevin:
             for name, value in given.items())
         if isinstance(localization, bool):  # the preset's localization, switched on or off
             localization = replace(preset_groups.get("localization", Localization()), enabled=localization)
-        if weight_fn is not None and mode == "single" and training.debias != "none":
+        if training.weight_fn is not None and mode == "single" and training.debias != "none":
             raise ValueError("a weight function breaks the mean-zero property: use mode='n' "
                              "or debias='none' (App. B.2), or noise_sd for the single-model")
-        if localization.in_support and support_fn is None:
-            raise ValueError("localize_in_support needs support_fn (the box the localization is confined to)")
         self.prior, self.space = prior, ParameterSpace(prior)
         self.simulator = as_simulator(simulator)
         self.mode, self.localization = mode, localization
@@ -170,7 +165,7 @@ class ScoreLangevin:
         self.mean_schedule = training.mean_schedule or default_schedule(single, mean=True)
         self.training = training
         self.debias = training.debias if single else "none"
-        self.simulation, self.weight_fn, self.support_fn = simulation, weight_fn, support_fn
+        self.simulation = simulation
         self.parameter_names = list(parameter_names) if parameter_names else None
         self.store, self.device, self.seed, self.progress = store, torch.device(device), seed, progress
         with torch_threads(threads):  # checks the value
@@ -236,89 +231,50 @@ class ScoreLangevin:
         r"""Localize, simulate the tables and train the networks for observed data ``x_obs [n, p]``.
 
         With a ``store``, every training phase checkpoints after each epoch and resumes."""
-        x_obs = self._checked_data(x_obs)
-        self.plan_ = self._plan(len(x_obs))
+        start = time.perf_counter()
+        x_obs = checked_observed(x_obs, self.view)
+        self.source_ = TableSource(self.simulator, self.space, self.simulation, smoothing=self.smoothing,
+                                   seed=self.seed, progress=self.progress, store=self.store, n_data=len(x_obs))
+        check_against_pilot(self, self.source_, x_obs)
+        self.plan_ = plan_fit(self.tables, self.localization, len(x_obs), single=self.view.single_observations)
         with checkpointing(self.store, "train"):
-            start = time.perf_counter()
             self.simulations_: dict[str, float] = {}
-            self.ledger_ = Ledger(self.simulations_, self.progress)
-            self.ledger_.note(self.plan_.describe())
-            self.source_ = TableSource(self.simulator, self.space, self.simulation, smoothing=self.smoothing,
-                                       seed=self.seed, progress=self.progress, store=self.store,
-                                       n_data=len(x_obs))
             self.faults_ = self.source_.faults
+            self.ledger_ = Ledger(self.simulations_, self.progress, faults=self.faults_)
+            self.ledger_.note(self.plan_.describe())
             with self.ledger_.stage("localization"):
                 self.proposal_ = localized_proposal(self, x_obs)
             first_round(self, x_obs)
             self.fit_seconds_ = time.perf_counter() - start
         return self
 
-    def _plan(self, n: int) -> BudgetPlan:
-        """The stages' sizes for data of size ``n`` within ``num_simulations`` (:mod:`~scorebayes.sbi.budget`)."""
-        tables, single = self.tables, self.view.single_observations
-        fixed = {k: self.localization.options.get(k) for k in ("replicates", "iterations", "m", "restarts")}
-        fixed.update(num_groups=tables.num_groups, group_size=tables.group_size,
-                     **{("single_rows" if single else "num_data_sets"): tables.table_size})
-        return plan_budget(tables.num_simulations, n, single=single, localize=self.localization.enabled,
-                           fixed=fixed)
-
-    def _checked_data(self, x_obs: Tensor) -> Tensor:
-        """``x_obs`` as ``[n, p]``, checked, and a pilot simulation's shape checked against it."""
-        x_obs = torch.as_tensor(x_obs, dtype=torch.get_default_dtype())
-        if x_obs.dim() == 1:
-            x_obs = x_obs[:, None]
-        if x_obs.dim() != 2 or len(x_obs) < 1:
-            raise ValueError(f"x_obs must be [n, p], got shape {tuple(x_obs.shape)}")
-        if not torch.isfinite(x_obs).all():
-            raise ValueError("x_obs contains non-finite values")
-        self.view.check(x_obs)
-        # pilot simulation at the observed size (some simulators only make data sets of one length)
-        pilot_theta = self.space.to_constrained(torch.zeros(2, self.space.dim, dtype=torch.float64))
-        pilot = self.simulator(pilot_theta, len(x_obs), make_generator(self.seed, "pilot"))
-        if pilot.shape[-1] != x_obs.shape[-1]:
-            raise ValueError(f"the simulator returns p={pilot.shape[-1]} columns per observation but "
-                             f"the observed data have p={x_obs.shape[-1]}")
-        if self.networks.data_features is not None:  # the summaries work on a table and on the data
-            self.view.table(pilot.to(x_obs.dtype))
-            self.view.observed(x_obs)
-        if self.networks.score_views is not None:
-            from ..scores.networks import check_views
-
-            check_views(self.networks.score_views, self.space.dim, self.view.observed(x_obs).shape[-1])
-        return x_obs
-
     # ------------------------------------------------------------ table rounds
     def refine_proposal(self, posterior: Posterior, *, num_simulations: int | None = None,
                         inflation: float | Tensor = 1.0) -> ScoreLangevin:
-        """A table round around ``posterior`` (modes n, full, markov): :func:`scorebayes.sbi.rounds.refine_proposal`."""
+        """A table round around ``posterior`` (modes n, full, markov): :func:`scorebayes.sbi.rounds.table_rounds.refine_proposal`."""
         refine_proposal(self, posterior, num_simulations=num_simulations, inflation=inflation)
         return self
 
     def move_tables(self, center: Tensor, sd: Tensor) -> ScoreLangevin:
-        """Redraw the single mode's tables around ``center`` (``u``): :func:`scorebayes.sbi.rounds.move_tables`."""
+        """Redraw the single mode's tables around ``center`` (``u``): :func:`scorebayes.sbi.rounds.table_rounds.move_tables`."""
         move_tables(self, center, sd)
         return self
 
     def refine_debiasing(self, posterior: Posterior | None = None, *, num_groups: int | None = None,
                          group_size: int | None = None, inflation: float = 2.0) -> ScoreLangevin:
-        """New groups around ``posterior`` correct :math:`h_\\psi`: :func:`scorebayes.sbi.rounds.refine_debiasing`."""
+        """New groups around ``posterior`` correct :math:`h_\\psi`: :func:`scorebayes.sbi.rounds.table_rounds.refine_debiasing`."""
         refine_debiasing(self, posterior, num_groups=num_groups, group_size=group_size,
                                 inflation=inflation)
         return self
 
     def refit_debiasing(self, posterior: Posterior, *, bandwidth: float = 5.0) -> ScoreLangevin:
-        """The existing groups correct :math:`h_\\psi` near ``posterior``: :func:`scorebayes.sbi.rounds.refit_debiasing`."""
+        """The existing groups correct :math:`h_\\psi` near ``posterior``: :func:`scorebayes.sbi.rounds.table_rounds.refit_debiasing`."""
         refit_debiasing(self, posterior, bandwidth=bandwidth)
         return self
 
     def posterior_u(self, posterior: Posterior) -> Tensor:
-        """A posterior's finite draws in ``u``, ``[S, d]`` (checks the dimension and count)."""
-        draws = torch.as_tensor(posterior.draws, dtype=torch.float64).reshape(-1, posterior.draws.shape[-1])
-        if draws.shape[-1] != self.space.dim or len(draws) < 2:
-            raise ValueError(f"posterior must hold at least 2 draws of dimension {self.space.dim}, "
-                             f"got {tuple(posterior.draws.shape)}")
-        u, keep = to_unconstrained(self.space, draws)
-        return u[keep]
+        """A posterior's finite draws in ``u``, ``[S, d]`` (:func:`~scorebayes.sbi.reference_tables.draws_in_u`)."""
+        return draws_in_u(self.space, posterior)
 
     # ------------------------------------------------------------------ score
     def likelihood_score(self, u: Tensor, x_obs: Tensor | None = None, *, compiled: bool = False) -> Tensor:
@@ -375,7 +331,7 @@ class ScoreLangevin:
             seed: default the estimator's.
             check: check the fit afterwards (:meth:`check`): ``info["check"]``, one printed line.
             remedy: when the check fails, run its remedy once (a second table round around the
-                posterior, within the budget; :mod:`scorebayes.sbi.remedies`), sample again and
+                posterior, within the budget; :mod:`scorebayes.sbi.rounds.remedies`), sample again and
                 check again; ``info["check"]["remedies"]`` says what was done.
 
         Warns when over 1% of the draws lie at the edge of the trained region
@@ -388,13 +344,11 @@ class ScoreLangevin:
         seed = self.seed if seed is None else seed
         arguments = {**{k: v for k, v in locals().items() if k in _SAMPLE_ARGUMENTS}, "seed": seed}
         saved_as = samples_name(arguments, likelihood) if self.store is not None else None
-        if saved_as is not None:
-            copies = likelihood.smoothing.draws if likelihood.smoothing is not None else 1
-            stored = load_samples(self.store, saved_as, copies)
-            if stored is not None:
-                if check:
-                    self.check(stored)
-                return stored  # a stored sample was checked when it was drawn: no remedy again
+        again = {k: v for k, v in arguments.items() if k != "init"}  # from a new round's proposal
+        stored = None if saved_as is None else load_samples(
+            self.store, saved_as, likelihood.smoothing.draws if likelihood.smoothing is not None else 1)
+        if stored is not None:  # checked as when it was drawn: a remedy resumes from the store too
+            return checked(self, stored, lambda: self.sample(**again, check=False), remedy=remedy) if check else stored
         if init_u is not None:
             start_sampler = DrawsSampler(self.space.to_constrained(init_u))
         else:
@@ -405,7 +359,7 @@ class ScoreLangevin:
                                        seed=seed, progress=self.progress, names=names)
         theta = self.space.to_constrained(u_draws.reshape(-1, u_draws.shape[-1])).reshape(u_draws.shape)
         meta = {"method": "score-langevin", "mode": self.mode, "simulations": sum(self.simulations_.values()),
-                "simulations_by_stage": dict(self.simulations_), **info,
+                "simulations_by_stage": dict(self.simulations_), "dropped_by_stage": {k: dict(v) for k, v in self.ledger_.dropped.items()}, **info,
                 "curvature_penalty": self.fit_report_.penalty,
                 "mean_penalty": getattr(self, "mean_report_", None) and self.mean_report_.penalty}
         posterior = Posterior(theta, names, info=meta)
@@ -413,12 +367,11 @@ class ScoreLangevin:
             save_samples(self.store, saved_as, posterior)
         if not check:
             return posterior
-        again = {k: v for k, v in arguments.items() if k != "init"}  # from the new round's proposal
         return checked(self, posterior, lambda: self.sample(**again, check=False), remedy=remedy)
 
     def check(self, posterior: Posterior, *, num_data_sets: int | None = None, remedies: Sequence[str] = (),
               announce: bool = True) -> FitCheck:
-        """The fit's verdict on ``posterior`` (:func:`scorebayes.sbi.checks.check_fit`): stored in
+        """The fit's verdict on ``posterior`` (:func:`scorebayes.sbi.checks.verdict.check_fit`): stored in
         ``posterior.info["check"]``; with ``announce``, printed as one line (with ``progress``) and a
         warning when it fails. ``remedies``: what was done before it."""
         with self.ledger_.stage("check"):
@@ -427,6 +380,7 @@ class ScoreLangevin:
         posterior.info["check"] = result.to_dict()
         posterior.info["simulations"] = sum(self.simulations_.values())
         posterior.info["simulations_by_stage"] = dict(self.simulations_)
+        posterior.info["dropped_by_stage"] = {k: dict(v) for k, v in self.ledger_.dropped.items()}
         if announce:
             announce_check(self, result)
         return result

@@ -19,14 +19,16 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..antithetic import AntitheticProposal, CommonRandomPairs
+from ..parallel import make_generator
 from ..priors import ParameterSpace
 from ..simulators import Simulator
-from ..tables import simulate_table
+from ..table_blocks import pilot_simulation, simulate_data_sets
+from ..tables import check_faults, simulate_table
+from .antithetic import AntitheticProposal, CommonRandomPairs
 from .likelihood import DataSmoothing
 from .settings import Simulation
 
-__all__ = ["TableSource", "to_unconstrained"]
+__all__ = ["TableSource", "draws_in_u", "to_unconstrained"]
 
 
 def to_unconstrained(space: ParameterSpace, theta: Tensor) -> tuple[Tensor, Tensor]:
@@ -35,8 +37,19 @@ def to_unconstrained(space: ParameterSpace, theta: Tensor) -> tuple[Tensor, Tens
     return u, torch.isfinite(u).all(1)
 
 
+def draws_in_u(space: ParameterSpace, posterior: Any) -> Tensor:
+    """A posterior's finite draws in ``u``, ``[S, d]`` (checks the dimension and count)."""
+    draws = torch.as_tensor(posterior.draws, dtype=torch.float64).reshape(-1, posterior.draws.shape[-1])
+    if draws.shape[-1] != space.dim or len(draws) < 2:
+        raise ValueError(f"posterior must hold at least 2 draws of dimension {space.dim}, "
+                         f"got {tuple(posterior.draws.shape)}")
+    u, keep = to_unconstrained(space, draws)
+    return u[keep]
+
+
 class TableSource:
-    """Draws the estimator's tables; ``faults`` adds up failed, non-finite and resumed simulations.
+    """Draws the estimator's tables and every other simulation of a fit, all with one fault
+    handling; ``faults`` adds up failed, non-finite and resumed simulations.
 
     Arguments:
         simulator: the model's :class:`~scorebayes.simulators.Simulator`.
@@ -58,7 +71,7 @@ class TableSource:
              paired: bool = False) -> tuple[Tensor, Tensor, float]:
         """``num`` rows from ``sampler`` with ``n_obs`` observations each.
 
-        ``paired``: mirrored parameter pairs sharing their random numbers (:mod:`scorebayes.antithetic`).
+        ``paired``: mirrored parameter pairs sharing their random numbers (:mod:`scorebayes.sbi.antithetic`).
 
         Returns:
             ``(u [N', d], x [N', n_obs, p], cost)``: the rows with finite ``u`` and the cost in
@@ -81,3 +94,28 @@ class TableSource:
         x = table.x if self.smoothing is None else self.smoothing(table.x, tag)
         # all rows kept: no copy (a memory-mapped table stays mapped)
         return u[keep], (x if bool(keep.all()) else x[keep]), float(table.simulations)
+
+    def simulate(self, theta: Tensor, n_obs: int, generator: torch.Generator, what: str) -> tuple[Tensor, Tensor]:
+        """One data set at each row of ``theta [M, d]``, with the tables' fault handling
+        (``on_simulator_error``): failed and non-finite simulations are dropped, counted in
+        ``faults``, and warned about (raised above ``max_failure_fraction``, as for a table).
+        ``what`` names the stage in the messages. No smoothing is applied.
+
+        Returns:
+            ``(keep [M] bool, x [M', n_obs, p])``: which rows were simulated, and their data sets.
+        """
+        s = self.simulation
+        x, good, failed, nonfinite = simulate_data_sets(self.simulator, theta, n_obs, generator,
+                                                        on_error=s.on_simulator_error, retries=s.retries)
+        self.faults["failed"] += failed
+        self.faults["nonfinite"] += nonfinite
+        check_faults(failed, nonfinite, len(theta), what, s.max_failure_fraction, bool(good.any()),
+                     stacklevel=4)
+        return good, (x if bool(good.all()) else x[good])
+
+    def pilot(self, theta: Tensor, n_obs: int) -> Tensor:
+        """A pilot data set at each row of ``theta [B, d]`` whose shape is read, not its values:
+        ``x [B, n_obs, p]`` (tried again on a failure unless ``on_simulator_error = "raise"``)."""
+        s = self.simulation
+        return pilot_simulation(self.simulator, theta, n_obs, lambda t: make_generator(self.seed, "pilot", *([t] if t else [])),
+                                on_error=s.on_simulator_error, tries=s.retries)

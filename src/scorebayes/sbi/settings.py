@@ -25,8 +25,15 @@ from torch import Tensor, nn
 
 from ..priors import ParameterSpace
 from ..scores.coordinates import ConstrainedMeanNet, ConstrainedScoreNet, check_elementwise
-from ..scores.networks import (CoordinateViewScoreNet, CrossFitMean, MeanNet, ScoreNet, check_embedding,
-                              check_tied, check_views)
+from ..scores.networks import (
+    CoordinateViewScoreNet,
+    CrossFitMean,
+    MeanNet,
+    ScoreNet,
+    check_embedding,
+    check_tied,
+    check_views,
+)
 from ..scores.training import TrainingSchedule
 from ..tables import FAULT_MODES
 
@@ -43,9 +50,12 @@ class Localization:
 
     Arguments:
         enabled: draw the tables from the localized proposal :math:`q` (minimum-distance
-            replicates, :func:`scorebayes.localize.localize`) or, if ``False``, from the prior.
-        options: keyword arguments of :func:`scorebayes.localize.localize`.
+            replicates, :func:`scorebayes.sbi.localization.minimum_distance.localize`) or, if ``False``, from the prior.
+        options: keyword arguments of :func:`scorebayes.sbi.localization.minimum_distance.localize`.
         in_support: confine the localization to ``support_fn(x_obs)`` (needs ``support_fn``).
+        support_fn: ``support_fn(x_obs [n, p]) -> (low [d], high [d])``, the admissible box of
+            :math:`\theta` given the data (a data-dependent support): the localization may be
+            confined to it (``in_support``), and the chains are reflected into it.
         inflation: factor on :math:`q`'s standard deviations; a proposal about twice the
             localization spread keeps the :math:`s^\top\nabla\log q` noise of the loss down and
             covers the posterior's tails (1.0 is the paper's :math:`q`).
@@ -55,8 +65,11 @@ class Localization:
     options: dict[str, Any] = field(default_factory=dict)
     in_support: bool = False
     inflation: float = 2.0
+    support_fn: Callable[[Tensor], tuple[Tensor, Tensor]] | None = None
 
     def __post_init__(self):
+        if self.in_support and self.support_fn is None:
+            raise ValueError("localize_in_support needs support_fn (the box the localization is confined to)")
         if not self.inflation > 0:
             raise ValueError(f"proposal_inflation must be positive, got {self.inflation}")
         if self.in_support and "support" in self.options:
@@ -78,7 +91,7 @@ class Tables:
         num_groups, group_size: :math:`N_R` (default 500) and :math:`m_R` (default
             :math:`\min(1000, \max(100, n))`) of :math:`\mathcal D^R` (single mode).
         antithetic: mirrored parameter pairs with common random numbers in the main table
-            (:mod:`scorebayes.antithetic`); ``None``: on in single mode only.
+            (:mod:`scorebayes.sbi.antithetic`); ``None``: on in single mode only.
         noise_sd, noise_draws: Gaussian data smoothing :math:`\sigma_\varepsilon` added to every
             simulated and observed data point, and the number of noisy copies of the observed
             data the chains condition on.
@@ -187,6 +200,9 @@ class Training:
         mean_penalties: :math:`\lambda_2` grid of the debiasing network.
         debias: ``"debias"`` (Algorithm 3), ``"a1"``, ``"a2"`` (App. B.5) or ``"none"``.
         cross_fit: fit the debiasing network on each half of :math:`\mathcal D^R` and average.
+        weight_fn: :math:`g(\theta, X)` ``[B, d]``, a weight of the score-matching loss that
+            vanishes on the boundary of a data-dependent support (eq. 19; not with the single
+            mode's debiasing).
     """
 
     schedule: TrainingSchedule | None = None
@@ -195,6 +211,7 @@ class Training:
     mean_penalties: tuple[float, ...] = (0.0,)
     debias: str = "debias"
     cross_fit: bool = True
+    weight_fn: Callable[[Tensor, Tensor], Tensor] | None = None
 
     def __post_init__(self):
         if self.debias not in DEBIAS:
@@ -262,7 +279,7 @@ def preset_options(preset: str, single: bool) -> dict[str, Any]:
 OPTION_GROUPS: dict[str, tuple[str, str]] = {
     "localize": ("localization", "enabled"), "localization": ("localization", "options"),
     "localize_in_support": ("localization", "in_support"),
-    "proposal_inflation": ("localization", "inflation"),
+    "proposal_inflation": ("localization", "inflation"), "support_fn": ("localization", "support_fn"),
     **{name: ("tables", name) for name in (f.name for f in fields(Tables))},
     **{name: ("networks", name) for name in ("hidden", "activation", "score_views", "tied_views",
                                              "shared_embedding", "data_features")},

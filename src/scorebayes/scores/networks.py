@@ -127,7 +127,7 @@ class ScoreNet(nn.Module):
     def sum_over_data_sets(self, theta: Tensor, x: Tensor) -> Tensor:
         r""":meth:`sum_over_observations` for ``M`` data sets at once:
         ``theta [M, C, d], x [M, n, p] -> [M, C, d]``, chain ``c`` of data set ``m`` summed over
-        that data set's observations (:func:`scorebayes.calibration.calibrate` runs its chains
+        that data set's observations (:func:`scorebayes.sbi.checks.calibration.calibrate` runs its chains
         this way). Holds ``M C n`` first-layer activations at a time."""
         if self.first is None:
             return self(theta[:, :, None, :], x[:, None]).sum(2)

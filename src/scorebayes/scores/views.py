@@ -157,7 +157,7 @@ class CoordinateViewScoreNet(nn.Module):
         r""":meth:`sum_over_observations` for ``M`` data sets at once:
         ``theta [M, C, d], x [M, n, p] -> [M, C, d]``, chain ``c`` of data set ``m`` summed over
         that data set's observations (each data set's first-layer data part computed once;
-        :func:`scorebayes.calibration.calibrate` runs its chains this way). Holds
+        :func:`scorebayes.sbi.checks.calibration.calibrate` runs its chains this way). Holds
         ``M C n`` first-layer activations per network at a time: meant for small ``n`` (a
         full-data view has ``n = 1``)."""
         t = self.theta_norm(theta)[:, :, None, :]  # [M, C, 1, d]

@@ -59,12 +59,13 @@ import torch
 from torch import Tensor
 from torch.distributions import Distribution
 
-from .localize_search import adam_search, nelder_mead_search
-from .parallel import make_generator
-from .priors import ParameterSpace
-from .priors import sample as sample_prior
-from .proposal import GaussianProposal
-from .simulators import Simulator, as_simulator, check_simulation
+from ...parallel import make_generator
+from ...priors import ParameterSpace
+from ...priors import sample as sample_prior
+from ...proposal import GaussianProposal
+from ...simulators import Simulator, SimulatorError, as_simulator, check_simulation
+from ...table_blocks import FAULT_MODES, pilot_simulation
+from .search import adam_search, nelder_mead_search
 from .sliced_wasserstein import random_directions, sliced_wasserstein
 
 __all__ = ["Localization", "localize", "random_directions", "sliced_wasserstein"]
@@ -84,6 +85,10 @@ class Localization:
             the mean best-so-far loss per evaluation ``[max evaluations]``.
         loss: ``[B]`` final loss of each replicate (spot stuck replicates).
         method: ``"adam"`` or ``"nelder-mead"``.
+        failed, nonfinite: simulations that raised or returned non-finite values (with
+            ``on_simulator_error`` ``"skip"`` or ``"retry"``; non-finite ones are skipped in
+            every mode), and ``dropped`` replicates whose final loss is not finite (left out of
+            :math:`q`).
     """
 
     theta_hat: Tensor
@@ -94,30 +99,19 @@ class Localization:
     history: Tensor
     loss: Tensor
     method: str
+    failed: int = 0
+    nonfinite: int = 0
+    dropped: int = 0
 
 
 def localize(
-    simulator: Simulator,
-    x_obs: Tensor,
-    prior: Distribution,
-    *,
-    replicates: int = 100,
-    iterations: int = 500,
-    restarts: int = 1,
-    num_directions: int = 100,
-    lr: float | tuple[float, float] = (1e-1, 1e-3),
-    m: int | None = None,
-    fixed_directions: bool = False,
-    seed: int = 0,
-    progress: bool = False,
-    init: str | Tensor = "prior",
-    method: str = "auto",
-    step_scale: str | float | Tensor | None = "prior",
-    min_sd: float = 1e-6,
-    max_evaluations: int | None = None,
-    tolerance: float = 1e-4,
-    executor: Executor | None = None,
-    support: tuple[Tensor, Tensor] | None = None,
+    simulator: Simulator, x_obs: Tensor, prior: Distribution, *, replicates: int = 100,
+    iterations: int = 500, restarts: int = 1, num_directions: int = 100,
+    lr: float | tuple[float, float] = (1e-1, 1e-3), m: int | None = None, fixed_directions: bool = False,
+    seed: int = 0, progress: bool = False, init: str | Tensor = "prior", method: str = "auto",
+    step_scale: str | float | Tensor | None = "prior", min_sd: float = 1e-6,
+    max_evaluations: int | None = None, tolerance: float = 1e-4, executor: Executor | None = None,
+    support: tuple[Tensor, Tensor] | None = None, on_simulator_error: str = "raise", retries: int = 3,
 ) -> Localization:
     r"""Localize :math:`\theta^*` by sliced-Wasserstein minimum distance (module docstring).
 
@@ -137,12 +131,10 @@ def localize(
         fixed_directions: draw the directions once instead of at every iteration.
         seed: run seed (latents, directions, initial values).
         init: ``"prior"`` (one prior draw per replicate), ``"median"`` (every replicate starts at
-            the prior's coordinate-wise median, so replicates differ only by their latents, the
-            setting of Theorem 2; a replicate started from a far prior draw can sit where the
-            loss is flat in some coordinates and never move, which leaves :math:`q` prior-wide
-            there; but where the loss has several basins, all replicates fall into the median's:
-            on the M/G/1 queue they agree on a wrong point of the theta1/width ridge, 14-22 of
-            their sd off, so use ``"prior"`` with ``restarts`` there) or theta ``[d]`` / ``[B, d]``.
+            the prior's coordinate-wise median, the setting of Theorem 2: no replicate stalls far
+            out where the loss is flat, but where the loss has several basins all fall into the
+            median's, as on the M/G/1 queue; use ``"prior"`` with ``restarts`` there) or theta
+            ``[d]`` / ``[B, d]``.
         method: ``"auto"``, ``"adam"`` or ``"nelder-mead"``.
         step_scale: ``"prior"``, a float or a ``[d]`` tensor: unit of the steps in ``u``.
         min_sd: floor of the proposal's sd in ``u``.
@@ -156,6 +148,12 @@ def localize(
             Beyond the paper; on the M/G/1 queue the unconstrained estimates spread along the
             :math:`\theta_1`/width ridge, most of them above :math:`\min x`. Needs an
             elementwise prior space and ``method="adam"``.
+        on_simulator_error, retries: fault handling, as for the tables
+            (:func:`scorebayes.tables.simulate_table`): with ``"raise"`` a simulator error stops
+            the search; with ``"skip"`` a failed simulation scores ``inf`` (Nelder-Mead moves
+            away from it) and a replicate whose loss is not finite is left out of :math:`q`;
+            ``"retry"`` first tries ``retries`` times on other random numbers. The pilot call is
+            tried ``retries`` times unless ``"raise"``.
 
     Returns:
         :class:`Localization`.
@@ -184,26 +182,26 @@ def localize(
     m = n if m is None else int(m)
     if min(replicates, iterations, num_directions, m, restarts) < 1:
         raise ValueError("replicates, iterations, num_directions, m and restarts must be positive")
+    if on_simulator_error not in FAULT_MODES:
+        raise ValueError(f"on_simulator_error must be one of {FAULT_MODES}, got {on_simulator_error!r}")
     method = _checked_method(method, simulator, restarts, init)
     bounds = None if support is None else _support_bounds(support, space, method)
-    _pilot(simulator, prior, space.dim, p, m, seed, method == "adam")
-    u0 = _initial_u(init, prior, space, replicates * restarts, seed)
-    if bounds is not None:
-        u0 = u0.clamp(*bounds)
+    _pilot(simulator, prior, space.dim, p, m, seed, method == "adam", on_simulator_error, retries)
+    u0 = _initial_u(init, prior, space, replicates * restarts, seed, bounds)
     scale = _step_scale(step_scale, prior, space, seed)
+    faults = {"failed": 0, "nonfinite": 0}
     if method == "adam":
         lr0, lr1 = _checked_lr(lr)
         u_hat, history, loss = adam_search(
             simulator, x_obs, space, u0, scale, m, iterations, num_directions,
-            lr0, lr1, fixed_directions, seed, progress, restarts, bounds,
+            lr0, lr1, fixed_directions, seed, progress, restarts, bounds, on_simulator_error,
         )
         evaluations = replicates * restarts * (iterations + (restarts > 1))
     else:
-        u_hat, history, loss, evaluations = nelder_mead_search(
+        u_hat, history, loss, evaluations, faults = nelder_mead_search(
             simulator, x_obs, space, u0[:replicates], scale, m, num_directions, seed,
-            max_evaluations or 200 * space.dim, tolerance, executor, progress)
-    sd = u_hat.std(0) if replicates > 1 else torch.zeros(space.dim, dtype=torch.float64)
-    proposal = GaussianProposal(space, u_hat.mean(0), sd.nan_to_num(0.0).clamp_min(min_sd))
+            max_evaluations or 200 * space.dim, tolerance, executor, progress, on_simulator_error, retries)
+    proposal, kept = _replicates_proposal(space, u_hat, loss, min_sd, on_simulator_error != "raise")
     return Localization(
         theta_hat=space.to_constrained(u_hat),
         u_hat=u_hat,
@@ -213,7 +211,25 @@ def localize(
         history=history,
         loss=loss,
         method=method,
+        failed=int(faults["failed"]),
+        nonfinite=int(faults["nonfinite"]),
+        dropped=int((~kept).sum()),
     )
+
+
+def _replicates_proposal(space: ParameterSpace, u_hat: Tensor, loss: Tensor, min_sd: float,
+                         drop_failed: bool) -> tuple[GaussianProposal, Tensor]:
+    """:math:`q`: the replicates' mean and SD in ``u`` (SDs floored at ``min_sd``), and which of
+    ``u_hat [B, d]`` it used, ``[B]`` bool: all, or with ``drop_failed`` those with a finite loss
+    (at least two of them, or all if ``B = 1``)."""
+    kept = torch.isfinite(loss) if drop_failed else torch.ones(len(loss), dtype=torch.bool)
+    if int(kept.sum()) < min(2, len(loss)):
+        raise SimulatorError(f"localization: {int((~kept).sum())} of {len(loss)} replicates ended with a "
+                             "non-finite loss (their simulations failed); fix the simulator or restrict "
+                             "the prior to where it works")
+    u_kept = u_hat[kept]
+    sd = u_kept.std(0) if len(u_kept) > 1 else torch.zeros(space.dim, dtype=torch.float64)
+    return GaussianProposal(space, u_kept.mean(0), sd.nan_to_num(0.0).clamp_min(min_sd)), kept
 
 
 def _checked_method(method: str, simulator: Simulator, restarts: int, init: Any) -> str:
@@ -249,17 +265,22 @@ def _check_observed(x_obs) -> Tensor:
     return x
 
 
-def _pilot(simulator: Simulator, prior, d: int, p: int, m: int, seed: int, smooth: bool) -> None:
+def _pilot(simulator: Simulator, prior, d: int, p: int, m: int, seed: int, smooth: bool,
+           on_error: str, retries: int) -> None:
     """Two prior draws, ``m`` observations each (the size the optimisation simulates, as some
-    simulators only produce one length, e.g. a time series): fail early with a clear message."""
+    simulators only produce one length, e.g. a time series): fail early with a clear message.
+    Unless ``on_error = "raise"``, a pilot that raises is tried again (``retries`` tries) and
+    non-finite values pass (only the shape is read)."""
     g = make_generator(seed, "localize", "pilot")
     theta = sample_prior(prior, 2, generator=g).to(torch.float64)
     try:
         if smooth:
             x = simulator.smooth_transform(theta, simulator.latent(2, m, g))
+            x = check_simulation(x if on_error == "raise" else torch.nan_to_num(x.detach()), 2, m)
         else:
-            x = simulator(theta, m, g)
-        x = check_simulation(x, 2, m)
+            x = pilot_simulation(simulator, theta, m, lambda t: g if t == 0 else make_generator(
+                seed, "localize", "pilot", t), on_error=on_error, tries=retries)
+            x = check_simulation(x, 2, m)
     except Exception as err:
         raise ValueError(
             f"the simulator failed on a pilot call with theta [2, d={d}] drawn from the "
@@ -296,7 +317,13 @@ def _support_bounds(support, space: ParameterSpace, method: str) -> tuple[Tensor
     return lo_u, hi_u
 
 
-def _initial_u(init, prior, space: ParameterSpace, num: int, seed: int) -> Tensor:
+def _initial_u(init, prior, space: ParameterSpace, num: int, seed: int, bounds=None) -> Tensor:
+    """The replicates' starts ``u0 [num, d]`` from ``init``, clamped into ``bounds`` (in ``u``) if given."""
+    u = _unbounded_initial_u(init, prior, space, num, seed)
+    return u if bounds is None else u.clamp(*bounds)
+
+
+def _unbounded_initial_u(init, prior, space: ParameterSpace, num: int, seed: int) -> Tensor:
     if isinstance(init, str):
         if init not in ("prior", "median"):
             raise ValueError(f"init must be 'prior', 'median' or a tensor of parameters, got {init!r}")

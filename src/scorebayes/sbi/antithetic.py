@@ -31,8 +31,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .proposal import GaussianProposal
-from .simulators import Simulator
+from ..proposal import GaussianProposal
+from ..simulators import Simulator
 
 __all__ = ["AntitheticProposal", "CommonRandomPairs", "antithetic_pairs"]
 

@@ -11,7 +11,7 @@ networks on them and sets the estimator's ``likelihood_``
   is a sample of the rounds' mixture :math:`p(u) = \sum_r (N_r/N)\,q_r(u)`, whose score replaces
   :math:`\nabla\log q` in the loss.
 - :func:`move_tables` (single mode): the tables redrawn from a Gaussian around the posterior and
-  both networks retrained (a trust-region round, :func:`scorebayes.trust_region.trust_region_fit`).
+  both networks retrained (a trust-region round, :func:`scorebayes.sbi.rounds.trust_region.trust_region_fit`).
 - :func:`refine_debiasing`, :func:`refit_debiasing` (single mode): local corrections of
   :math:`h_\psi` (:mod:`scorebayes.sbi.debias`).
 
@@ -25,28 +25,27 @@ References:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from ...parallel import derive_seed, make_generator
+from ...posterior import Posterior
+from ...proposal import GaussianProposal, MixtureProposal, PriorSampler
+from ...scores.networks import CrossFitMean
+from ...scores.training import checkpointing, fit_score_network
 from ..antithetic import antithetic_pairs
-from ..parallel import derive_seed, make_generator
-from ..posterior import Posterior
-from ..proposal import GaussianProposal, MixtureProposal, PriorSampler
-from ..scores.networks import CrossFitMean
-from ..scores.training import checkpointing, fit_score_network
-from .debias import add_kernel_correction, add_local_correction, fit_debiasing, local_region
-from .likelihood import LearnedLikelihoodScore
-
-if TYPE_CHECKING:
-    from .estimator import ScoreLangevin
+from ..debias import add_kernel_correction, add_local_correction, fit_debiasing, local_region
+from ..fitted import FittedEstimator
+from ..likelihood import LearnedLikelihoodScore
+from ..localization import minimum_distance
 
 __all__ = ["localized_proposal", "first_round", "refine_proposal", "move_tables", "refine_debiasing",
            "refit_debiasing"]
 
 
-def localized_proposal(est: ScoreLangevin, x_obs: Tensor) -> Any:
+def localized_proposal(est: FittedEstimator, x_obs: Tensor) -> Any:
     """The tables' proposal: :math:`q` from the localization (saved in and resumed from the run
     store), its SDs inflated, or the prior without localization. Sets ``localization_``."""
     settings, store = est.localization, est.store
@@ -58,15 +57,16 @@ def localized_proposal(est: ScoreLangevin, x_obs: Tensor) -> Any:
         est.simulations_["localization"] = float(saved["simulations"])
         est.faults_["resumed"] += float(saved["simulations"])
         return GaussianProposal(est.space, saved["mean"], saved["sd"] * settings.inflation)
-    from ..localize import localize
-
     planned = dict(est.plan_.localization)
     if "iterations" in settings.options and "max_evaluations" not in settings.options:
         planned.pop("max_evaluations")  # localize's own default for an explicit iteration count
-    options = {"progress": est.progress, "seed": est.seed, **planned, **settings.options}
+    faults = {"on_simulator_error": est.simulation.on_simulator_error, "retries": est.simulation.retries}
+    options = {"progress": est.progress, "seed": est.seed, **faults, **planned, **settings.options}
     if settings.in_support:
-        options["support"] = est.support_fn(x_obs)
-    est.localization_ = localize(est.simulator, x_obs, est.prior, **options)
+        options["support"] = est.localization.support_fn(x_obs)
+    est.localization_ = minimum_distance.localize(est.simulator, x_obs, est.prior, **options)
+    est.faults_["failed"] += est.localization_.failed
+    est.faults_["nonfinite"] += est.localization_.nonfinite
     q = est.localization_.proposal
     est.simulations_["localization"] = float(est.localization_.simulations)
     if store is not None:
@@ -76,11 +76,11 @@ def localized_proposal(est: ScoreLangevin, x_obs: Tensor) -> Any:
     return GaussianProposal(est.space, q.mean, q.sd * settings.inflation)
 
 
-def _paired(est: ScoreLangevin) -> bool:
+def _paired(est: FittedEstimator) -> bool:
     return est.antithetic and isinstance(est.proposal_, GaussianProposal)
 
 
-def _pairs(est: ScoreLangevin, u: Tensor) -> Tensor | None:
+def _pairs(est: FittedEstimator, u: Tensor) -> Tensor | None:
     """Antithetic pairs of a table drawn with ``paired=True`` (``None`` otherwise)."""
     return antithetic_pairs(u, est.proposal_.mean) if _paired(est) else None
 
@@ -92,7 +92,7 @@ def _training_region(u: Tensor) -> tuple[Tensor, Tensor]:
     return low - pad, high + pad
 
 
-def _new_networks(est: ScoreLangevin, p_net: int, *keys: Any) -> tuple[Any, CrossFitMean]:
+def _new_networks(est: FittedEstimator, p_net: int, *keys: Any) -> tuple[Any, CrossFitMean]:
     """A fresh score network and debiasing network, initialised from the run seed and ``keys``."""
     members = 2 if est.training.cross_fit else 1
     with torch.random.fork_rng(devices=[]):
@@ -102,13 +102,13 @@ def _new_networks(est: ScoreLangevin, p_net: int, *keys: Any) -> tuple[Any, Cros
     return score_net, mean_net
 
 
-def _likelihood(est: ScoreLangevin, x_obs: Tensor, score_net: Any, mean_net: Any,
+def _likelihood(est: FittedEstimator, x_obs: Tensor, score_net: Any, mean_net: Any,
                 region: tuple[Tensor, Tensor]) -> LearnedLikelihoodScore:
     return LearnedLikelihoodScore(est.space, est.view, score_net, mean_net, x_obs, training_region=region,
-                                  support_fn=est.support_fn, smoothing=est.smoothing, device=est.device)
+                                  support_fn=est.localization.support_fn, smoothing=est.smoothing, device=est.device)
 
 
-def first_round(est: ScoreLangevin, x_obs: Tensor) -> None:
+def first_round(est: FittedEstimator, x_obs: Tensor) -> None:
     """Round 0: tables from ``est.proposal_`` and the networks trained on them."""
     gen = make_generator(est.seed, "training")
     p_net = est.view.observed(x_obs).shape[-1]
@@ -125,7 +125,7 @@ def first_round(est: ScoreLangevin, x_obs: Tensor) -> None:
         _fit_data_set_score(est, x_obs, score_net, est.proposal_, u_t, x_t, _pairs(est, u_t), gen)
 
 
-def _fit_single_model(est: ScoreLangevin, x_obs: Tensor, score_net: Any, mean_net: CrossFitMean,
+def _fit_single_model(est: FittedEstimator, x_obs: Tensor, score_net: Any, mean_net: CrossFitMean,
                       gen: torch.Generator, suffix: str) -> None:
     r"""Tables :math:`\mathcal D^S, \mathcal D^R` from ``est.proposal_`` (tags ``S<suffix>``,
     ``R<suffix>``), then the score network and the debiasing network on them."""
@@ -155,12 +155,12 @@ def _fit_single_model(est: ScoreLangevin, x_obs: Tensor, score_net: Any, mean_ne
     est.likelihood_.mean_net = mean_net
 
 
-def _fit_data_set_score(est: ScoreLangevin, x_obs: Tensor, score_net: Any, density: Any, u_t: Tensor,
+def _fit_data_set_score(est: FittedEstimator, x_obs: Tensor, score_net: Any, density: Any, u_t: Tensor,
                         x_t: Tensor, pairs: Tensor | None, gen: torch.Generator) -> None:
     """Score matching on a table of whole data sets (modes n, full, markov) drawn from ``density``."""
     weight_fn = None
-    if est.weight_fn is not None:
-        user_weight, space = est.weight_fn, est.space
+    if est.training.weight_fn is not None:
+        user_weight, space = est.training.weight_fn, est.space
 
         def weight_fn(u: Tensor, x: Tensor) -> Tensor:  # g evaluated at theta = T(u)
             return user_weight(space.to_constrained(u.double()).to(u.dtype), x)
@@ -174,7 +174,7 @@ def _fit_data_set_score(est: ScoreLangevin, x_obs: Tensor, score_net: Any, densi
     est.likelihood_ = _likelihood(est, x_obs, score_net, None, _training_region(u_t))
 
 
-def refine_proposal(est: ScoreLangevin, posterior: Posterior, *, num_simulations: int | None = None,
+def refine_proposal(est: FittedEstimator, posterior: Posterior, *, num_simulations: int | None = None,
                     inflation: float | Tensor = 1.0) -> None:
     r"""Add a table round around ``posterior`` and retrain on every round's table (modes ``"n"``,
     ``"full"``, ``"markov"``).
@@ -214,13 +214,13 @@ def refine_proposal(est: ScoreLangevin, posterior: Posterior, *, num_simulations
                             make_generator(est.seed, "training", "round", k))
 
 
-def _new_score_net(est: ScoreLangevin, p_net: int, *keys: Any) -> Any:
+def _new_score_net(est: FittedEstimator, p_net: int, *keys: Any) -> Any:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(derive_seed(est.seed, "init", *keys))
         return est.networks.score_network(est.space, p_net).to(est.device)
 
 
-def move_tables(est: ScoreLangevin, center: Tensor, sd: Tensor) -> None:
+def move_tables(est: FittedEstimator, center: Tensor, sd: Tensor) -> None:
     r"""Redraw the single mode's tables from :math:`q = \mathcal N(c, \operatorname{diag} s^2)` in
     ``u`` (``center`` :math:`c` and ``sd`` :math:`s`, ``[d]``) and retrain both networks from a fresh
     start. Round :math:`k` records ``simulations_["table_S<k>"]``, ``["table_R<k>"]`` and appends to
@@ -249,7 +249,7 @@ def move_tables(est: ScoreLangevin, center: Tensor, sd: Tensor) -> None:
                           str(k))
 
 
-def refine_debiasing(est: ScoreLangevin, posterior: Posterior | None = None, *, num_groups: int | None = None,
+def refine_debiasing(est: FittedEstimator, posterior: Posterior | None = None, *, num_groups: int | None = None,
                      group_size: int | None = None, inflation: float = 2.0) -> None:
     r"""Refine the debiasing network around ``posterior`` (single mode).
 
@@ -280,7 +280,7 @@ def refine_debiasing(est: ScoreLangevin, posterior: Posterior | None = None, *, 
     est.simulations_[f"refine{k}"] = cost
 
 
-def refit_debiasing(est: ScoreLangevin, posterior: Posterior, *, bandwidth: float = 5.0) -> None:
+def refit_debiasing(est: FittedEstimator, posterior: Posterior, *, bandwidth: float = 5.0) -> None:
     r"""Correct the debiasing network near ``posterior`` with the groups of :math:`\mathcal D^R`
     already simulated (single mode; no new simulations;
     :func:`~scorebayes.sbi.debias.add_kernel_correction`). Needs an elementwise transform."""

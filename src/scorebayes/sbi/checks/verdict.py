@@ -44,11 +44,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..check_data import simulate_views
-from ..parallel import make_generator
-from ..posterior import Posterior
-from ..proposal import GaussianProposal
-from ..score_mean import score_shift
+from ...parallel import make_generator
+from ...posterior import Posterior
+from ...proposal import GaussianProposal
+from .score_mean import score_shift
+from .simulated import simulate_views
 
 __all__ = ["VERDICTS", "FitCheck", "check_fit"]
 
@@ -167,13 +167,13 @@ def check_fit(estimator, posterior: Posterior, *, num_data_sets: int = 200, seed
     u_hat = u_draws.mean(0)
     g = make_generator(estimator.seed if seed is None else seed, "fit-check")
     theta_hat = space.to_constrained(u_hat[None]).expand(num_data_sets, -1).clone()
-    _, views = simulate_views(estimator, theta_hat, g)
     estimator.simulations_["check"] = estimator.simulations_.get("check", 0.0) + float(num_data_sets)
+    _, _, views = simulate_views(estimator, theta_hat, g, "the fit's check")
     sd = u_draws.std(0)
     bias, V, J = bartlett_statistics(likelihood, u_hat, sd, views)
     ratio = sd / implied_sd(space, u_hat, V, J)
     details["bias_sd"], details["sd_ratio"] = bias.tolist(), ratio.tolist()
-    se_bias, se_log = 1 / math.sqrt(num_data_sets), 1 / math.sqrt(2 * num_data_sets)
+    se_bias, se_log = 1 / math.sqrt(len(views)), 1 / math.sqrt(2 * len(views))
     for j, name in enumerate(names):
         b, r = float(bias[j]), float(ratio[j])
         level = _grade(abs(b) - BIAS_LIMITS[0] - 2 * se_bias, abs(b) - BIAS_LIMITS[1] - 3 * se_bias)

@@ -3,7 +3,7 @@
 import torch
 from torch.distributions import Normal
 
-from scorebayes.antithetic import AntitheticProposal, CommonRandomPairs, antithetic_pairs
+from scorebayes.sbi.antithetic import AntitheticProposal, CommonRandomPairs, antithetic_pairs
 from scorebayes.parallel import make_generator
 from scorebayes.priors import ParameterSpace, independent
 from scorebayes.proposal import GaussianProposal, PriorSampler

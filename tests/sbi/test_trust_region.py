@@ -1,4 +1,4 @@
-"""Trust-region table rounds for the single-model (``scorebayes.trust_region``,
+"""Trust-region table rounds for the single-model (``scorebayes.sbi.rounds.trust_region``,
 ``ScoreLangevin.move_tables``)."""
 
 import types
@@ -11,7 +11,7 @@ from scorebayes.parallel import make_generator
 from scorebayes.priors import ParameterSpace
 from scorebayes.sbi import ScoreLangevin
 from scorebayes.scores.training import TrainingSchedule
-from scorebayes.trust_region import laplace_step, trust_region_fit
+from scorebayes.sbi.rounds.trust_region import laplace_step, trust_region_fit
 
 
 def _gaussian_case(n=50):

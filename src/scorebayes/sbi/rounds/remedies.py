@@ -1,4 +1,4 @@
-r"""Automatic remedies for a fit that failed its check (:mod:`scorebayes.sbi.checks`).
+r"""Automatic remedies for a fit that failed its check (:mod:`scorebayes.sbi.checks.verdict`).
 
 A failed check of the learned score (bias, scale) or of the table (draws beyond the table's
 proposal, draws at the edge of the trained region) has one remedy within reach of the fit: a
@@ -6,9 +6,9 @@ second table round centred on the learned posterior, with a spread of twice its 
 deviation in ``u`` (widened by :math:`1/r` when the check found the posterior :math:`r < 1` times
 too narrow), so that the table is dense where the posterior lives and covers its tails:
 
-- single mode: :func:`~scorebayes.sbi.rounds.move_tables` (both tables redrawn, both networks
+- single mode: :func:`~scorebayes.sbi.rounds.table_rounds.move_tables` (both tables redrawn, both networks
   retrained);
-- modes n, full, markov: :func:`~scorebayes.sbi.rounds.refine_proposal` (a round added to the
+- modes n, full, markov: :func:`~scorebayes.sbi.rounds.table_rounds.refine_proposal` (a round added to the
   pooled table, the score network retrained on it).
 
 The round costs as much as the first (the plan's ``reserve``, :mod:`scorebayes.sbi.budget`);
@@ -21,20 +21,17 @@ from __future__ import annotations
 import sys
 import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import torch
 
-from ..posterior import Posterior
-from .checks import FitCheck
-
-if TYPE_CHECKING:
-    from .estimator import ScoreLangevin
+from ...posterior import Posterior
+from ..checks.verdict import FitCheck
+from ..fitted import FittedEstimator
 
 __all__ = ["announce_check", "checked", "second_round"]
 
 
-def announce_check(est: ScoreLangevin, result: FitCheck) -> None:
+def announce_check(est: FittedEstimator, result: FitCheck) -> None:
     """The verdict as one line on stderr (with ``progress``), and a warning when it fails."""
     if est.progress:
         print(result.line(), file=sys.stderr)
@@ -42,7 +39,7 @@ def announce_check(est: ScoreLangevin, result: FitCheck) -> None:
         warnings.warn(f"the fit failed its check: {result.line()}", stacklevel=5)
 
 
-def checked(est: ScoreLangevin, posterior: Posterior, resample: Callable[[], Posterior], *,
+def checked(est: FittedEstimator, posterior: Posterior, resample: Callable[[], Posterior], *,
             remedy: bool) -> Posterior:
     """``posterior`` with its check; after a failed one (and ``remedy``), the second round's
     ``resample()`` with its own check, which names the remedy."""
@@ -60,7 +57,7 @@ def checked(est: ScoreLangevin, posterior: Posterior, resample: Callable[[], Pos
     return posterior
 
 
-def second_round(est: ScoreLangevin, posterior: Posterior, check: FitCheck) -> str | None:
+def second_round(est: FittedEstimator, posterior: Posterior, check: FitCheck) -> str | None:
     """Run the second table round for a failed ``check`` of ``posterior``; returns what was done, or
     ``None`` (nothing to do, or no budget left; the reason is then added to ``check.reasons``)."""
     if check.verdict != "fail" or not check.advice:

@@ -9,7 +9,7 @@ import pytest
 import scipy.stats
 import torch
 
-from scorebayes.localize import localize, random_directions, sliced_wasserstein
+from scorebayes.sbi.localization.minimum_distance import localize, random_directions, sliced_wasserstein
 from scorebayes.models._utils import smooth_indicator
 from scorebayes.priors import independent
 from scorebayes.proposal import GaussianProposal

@@ -35,13 +35,11 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
-if TYPE_CHECKING:
-    from .sbi import ScoreLangevin
+from ..fitted import FittedEstimator
 
 __all__ = ["LaplaceStep", "laplace_step", "trust_region_fit"]
 
@@ -65,14 +63,14 @@ class LaplaceStep:
     curvature: Tensor
 
 
-def _posterior_score(estimator: ScoreLangevin, u: Tensor) -> Tensor:
+def _posterior_score(estimator: FittedEstimator, u: Tensor) -> Tensor:
     """``u [d] -> g(u) [d]``, differentiable (learned likelihood score + prior score in u)."""
-    from .sbi.sampling import prior_score_graph
+    from ..sampling import prior_score_graph
 
     return estimator.likelihood_score(u[None])[0] + prior_score_graph(estimator.space, u[None])[0]
 
 
-def laplace_step(estimator: ScoreLangevin, center: Tensor, region_sd: Tensor, *,
+def laplace_step(estimator: FittedEstimator, center: Tensor, region_sd: Tensor, *,
                  max_step: float = 2.0) -> LaplaceStep:
     r"""Projected Newton step on the fitted estimator's posterior score at ``center``.
 
@@ -98,9 +96,9 @@ def laplace_step(estimator: ScoreLangevin, center: Tensor, region_sd: Tensor, *,
     return LaplaceStep(center=center, step=step, sd=sd, score=score, curvature=curvature)
 
 
-def trust_region_fit(estimator: ScoreLangevin, x_obs: Tensor, *, rounds: int = 4, shrink: float = 0.5,
+def trust_region_fit(estimator: FittedEstimator, x_obs: Tensor, *, rounds: int = 4, shrink: float = 0.5,
                      floor: float = 4.0, edge_limit: float = 0.01, draws: int = 300, chains: int = 30,
-                     max_steps: int = 20_000) -> ScoreLangevin:
+                     max_steps: int = 20_000) -> FittedEstimator:
     r"""Fit the single-model, then move its tables ``rounds - 1`` times towards the posterior.
 
     Round 0 is :meth:`ScoreLangevin.fit` on the localized proposal (``localize=True``). After
@@ -124,7 +122,7 @@ def trust_region_fit(estimator: ScoreLangevin, x_obs: Tensor, *, rounds: int = 4
     step). Returns the estimator fitted on the last region; call :meth:`~ScoreLangevin.sample`.
     Cost: ``rounds`` pairs of tables (``simulations_["table_S<k>"]``, ``["table_R<k>"]``).
     """
-    from .proposal import GaussianProposal
+    from ...proposal import GaussianProposal
 
     if not estimator.view.single_observations:
         raise ValueError("trust_region_fit needs mode='single'")

@@ -37,11 +37,11 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from .check_data import checked_parameters, simulate_views
-from .parallel import make_generator
-from .proposal import PriorSampler
-from .samplers.langevin import curvature_step_size, reflect_into_box
+from ...parallel import make_generator
+from ...proposal import PriorSampler
+from ...samplers.langevin import curvature_step_size, reflect_into_box
 from .score_mean import ScoreMeanTest, score_mean_test
+from .simulated import checked_parameters, simulate_views
 
 __all__ = ["Calibration", "calibrate", "check_options", "OPTIONS", "ScoreMeanTest", "score_mean_test"]
 
@@ -125,7 +125,7 @@ class Calibration:
 
     def plot(self, path: str | None = None, *, bins: int = 10):
         """Rank histograms, one panel per parameter, with the 99% band of a uniform histogram."""
-        from .plots import pyplot
+        from ...plots import pyplot
 
         plt = pyplot()
         d = len(self.names)
@@ -217,7 +217,7 @@ def calibrate(
     Returns:
         a :class:`Calibration`.
     """
-    from .sbi.sampling import prior_score_graph as _prior_score_graph
+    from ..sampling import prior_score_graph as _prior_score_graph
 
     likelihood = estimator.likelihood_  # raises if the estimator is not fitted
     check_options(num_data_sets=num_data_sets, chains=chains, draws_per_chain=draws_per_chain,
@@ -248,8 +248,9 @@ def calibrate(
 
     # data sets, and each one's view and chain box
     theta = at.expand(num_data_sets, d).clone() if at is not None else prior.sample(num_data_sets, g).double()
+    keep, x, views = simulate_views(estimator, theta, g, "calibration", data)
+    theta, num_data_sets = theta[keep], len(views)  # failed simulations are dropped and counted
     u_true = space.to_unconstrained(theta)
-    x, views = simulate_views(estimator, theta, g, data)
     if likelihood.support_fn is None:  # one box for every data set
         lows, highs = (b.expand(num_data_sets, d) for b in likelihood.chain_box())
     else:

@@ -1,4 +1,4 @@
-"""Simulation-based calibration of a fitted ScoreLangevin (scorebayes.calibration).
+"""Simulation-based calibration of a fitted ScoreLangevin (scorebayes.sbi.checks.calibration).
 
 With the exact likelihood score in place of the network (a Gaussian mean, score (x - theta)/sigma^2)
 the posterior under the table's proposal is exact, so over M data sets every parameter's coverage
@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from scorebayes.calibration import calibrate
+from scorebayes.sbi.checks.calibration import calibrate
 from scorebayes.models import get_model
 from scorebayes.parallel import make_generator
 from scorebayes.sbi import DataSmoothing, ScoreLangevin
@@ -261,7 +261,7 @@ def test_noise_smoothed_estimators_are_checked_on_noisy_data(fitted, score_sigma
 def test_score_mean_test_finds_a_biased_score_not_a_scaled_one(fitted, scale, shift, biased):
     """E[s(theta, x)] = 0 under x ~ p(x|theta) for the exact score, and for it times 3; a shift of
     1 per data set against a score sd of sqrt(20) = 4.5 gives t = 1 / (4.5 / sqrt(4000)) = 14 (+-1)."""
-    from scorebayes.calibration import score_mean_test
+    from scorebayes.sbi.checks.calibration import score_mean_test
 
     model, est = fitted
     learned = est.likelihood_.score_net
@@ -286,7 +286,7 @@ def test_score_mean_test_gives_the_exact_posteriors_prior_pull(fitted, scale):
     (-theta*/9) / sqrt(H) posterior SDs: +-0.199 (c = 0.1, where the prior's curvature is a third
     of H), +-0.0083 (c = 3). I is estimated from 4,000 scores (relative SE sqrt(2/4000) = 2.2%, so
     about 1.1% on the pull, plus ~1.6% from the off-diagonal noise): 8% is 4 SEs."""
-    from scorebayes.calibration import score_mean_test
+    from scorebayes.sbi.checks.calibration import score_mean_test
 
     model, est = fitted
     learned = est.likelihood_.score_net
@@ -306,7 +306,7 @@ def test_score_mean_test_gives_the_exact_posteriors_prior_pull(fitted, scale):
 
 
 def test_score_mean_test_refuses_bad_input(fitted):
-    from scorebayes.calibration import score_mean_test
+    from scorebayes.sbi.checks.calibration import score_mean_test
 
     model, est = fitted
     with pytest.raises(ValueError, match="theta must be 2"):

@@ -18,8 +18,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .check_data import checked_parameters, simulate_views
-from .parallel import make_generator
+from ...parallel import make_generator
+from .simulated import checked_parameters, simulate_views
 
 __all__ = ["ScoreMeanTest", "score_mean_test", "score_shift"]
 
@@ -102,11 +102,11 @@ def score_mean_test(estimator, theta: Tensor, num_data_sets: int = 1000, *, seed
     d = space.dim
     theta = checked_parameters(space, theta, "theta", ((d,),), f"{d} parameter values")
     g = make_generator(estimator.seed if seed is None else seed, "score-mean-test")
-    _, views = simulate_views(estimator, theta.expand(num_data_sets, d).clone(), g)
-    u = space.to_unconstrained(theta).expand(num_data_sets, 1, d)
+    _, _, views = simulate_views(estimator, theta.expand(num_data_sets, d).clone(), g, "the score-mean test")
+    u = space.to_unconstrained(theta).expand(len(views), 1, d)
     with torch.no_grad():
         scores = estimator.likelihood_.for_data_sets(views)(u)[:, 0]  # [M, d]
-    mean, se = scores.mean(0), scores.std(0) / math.sqrt(num_data_sets)
+    mean, se = scores.mean(0), scores.std(0) / math.sqrt(len(views))
     info = torch.cov(scores.T).reshape(d, d)
     shift, shift_sd = score_shift(mean, info)
     # the exact posterior's first-order offset: a Newton step from u* on log prior + log likelihood,
@@ -124,5 +124,5 @@ def score_mean_test(estimator, theta: Tensor, num_data_sets: int = 1000, *, seed
                          shift_sd=shift_sd,
                          prior_pull=prior_pull,
                          prior_pull_sd=prior_pull / posterior_cov.diagonal().clamp_min(1e-300).sqrt(),
-                         information=info, posterior_cov=posterior_cov, num_data_sets=num_data_sets)
+                         information=info, posterior_cov=posterior_cov, num_data_sets=len(views))
 
