@@ -222,3 +222,21 @@ def test_the_ledger_reports_dropped_simulations_by_stage(capsys):
                               "table_S2": {"failed": 4, "nonfinite": 0}}
     err = capsys.readouterr().err
     assert "dropped 3 failed, 0 non-finite" in err and "dropped 0 failed, 2 non-finite" in err
+
+
+def test_adam_drops_a_replicate_whose_loss_turns_non_finite():
+    """Reparametrised simulator whose transform is NaN beyond theta = 4: replicates started there
+    raise with "raise", and are left out of q with "skip"."""
+    def transform(theta, z):
+        x = theta[:, None, :] + z
+        return torch.where(theta[:, None, :] > 4.0, torch.full_like(x, float("nan")), x)
+
+    simulator = Simulator(latent=lambda B, n, g: torch.randn(B, n, 1, generator=g, dtype=F64), transform=transform)
+    x_obs = 1.0 + torch.randn(100, 1, generator=torch.Generator().manual_seed(0), dtype=F64)
+    init = torch.cat([torch.full((3, 1), 6.0), torch.linspace(-3.0, 3.0, 9)[:, None]]).to(F64)
+    options = dict(replicates=12, iterations=80, num_directions=10, init=init, seed=0)
+    with pytest.raises(ValueError, match="non-finite"):
+        localize(simulator, x_obs, _prior(), **options)
+    loc = localize(simulator, x_obs, _prior(), on_simulator_error="skip", **options)
+    assert loc.dropped == 3 and torch.isinf(loc.loss[:3]).all() and torch.isfinite(loc.loss[3:]).all()
+    assert abs(float(loc.proposal.mean[0]) - float(loc.u_hat[3:].mean())) < 1e-12
