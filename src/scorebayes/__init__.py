@@ -2,15 +2,15 @@
 
 Three methods share one set of parts (priors, simulators, samplers, the Posterior):
 
-- Score-based Langevin SBI (:mod:`scorebayes.sbi`): learn the likelihood score from
+- Score-based Langevin SBI (`scorebayes.sbi`): learn the likelihood score from
   simulations and sample the posterior with Langevin chains.
-- DFD-Bayes (:mod:`scorebayes.discrete`): generalised Bayes for discrete models with
+- DFD-Bayes (`scorebayes.discrete`): generalised Bayes for discrete models with
   intractable normalising constants.
-- Score-based Metropolis-Hastings (:mod:`scorebayes.scoremh`).
+- Score-based Metropolis-Hastings (`scorebayes.scoremh`).
 
-The main entry points: :class:`ScoreLangevin` (and :func:`mh_correct` to MH-correct its chains),
-:func:`dfd_bayes`, :func:`score_mh`, the :class:`Posterior` they return, the priors helpers
-and :func:`calibrate`.
+The main entry points: [`ScoreLangevin`][scorebayes.sbi.estimator.ScoreLangevin] (and [`mh_correct()`][scorebayes.samplers.sbi_mh.mh_correct] to MH-correct its chains),
+[`dfd_bayes()`][scorebayes.discrete.bayes.dfd_bayes], [`score_mh()`][scorebayes.scoremh.pipeline.score_mh], the [`Posterior`][scorebayes.posterior.Posterior] they return, the priors helpers
+and [`calibrate()`][scorebayes.sbi.checks.calibration.calibrate].
 """
 
 __version__ = "0.1.0"

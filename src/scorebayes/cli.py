@@ -2,9 +2,9 @@
 
 A thin layer over the Python API. Failures are told apart by kind, each one line on stderr:
 
-- bad input (a :class:`~scorebayes.config.ConfigError`: the config schema's errors, a missing
-  file, data of the wrong shape; a :class:`~scorebayes.simulators.SimulatorError`: a simulator's
-  unusable output; a :class:`~scorebayes.store.StoreError`: an ``--out`` directory of another
+- bad input (a `ConfigError`: the config schema's errors, a missing
+  file, data of the wrong shape; a [`SimulatorError`][scorebayes.simulators.SimulatorError]: a simulator's
+  unusable output; a [`StoreError`][scorebayes.store.StoreError]: an ``--out`` directory of another
   run): exit 2, no traceback. A run refused before any work leaves no output directory behind.
 - the user's code raised (a simulator, model, summary or prior function named in the config):
   exit 2, the message names the user's file and line (the innermost frame in that file).

@@ -2,10 +2,10 @@
 
 Everything here validates user input and turns it into Python objects: callables
 named ``"file.py:function"`` / ``"package.module:function"``, data files (CSV with an
-optional header, ``.npy``), priors and option tables. Errors are :class:`ConfigError`
+optional header, ``.npy``), priors and option tables. Errors are `ConfigError`
 with one clear line; nothing below the CLI reads configuration. A function of the user's
-that raises is reported as :class:`UserCodeError`, naming the file and line in the user's
-code (:func:`user_frame`: the files :func:`load_callable` loaded are the user's).
+that raises is reported as `UserCodeError`, naming the file and line in the user's
+code (`user_frame()`: the files `load_callable()` loaded are the user's).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ _REMOTE_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
 def user_frame(err: BaseException, files: Iterable[str] | None = None) -> tuple[str, int, str] | None:
     """``(file, line, function)`` of the innermost traceback frame of ``err`` in one of ``files``
-    (default :data:`USER_FILES`), looking through its causes and a worker process's traceback
+    (default `USER_FILES`), looking through its causes and a worker process's traceback
     text; ``None`` if the user's code is not on the traceback."""
     files = set(USER_FILES if files is None else files)
     seen: set[int] = set()
@@ -87,7 +87,7 @@ class UserCodeError(ConfigError):
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
-    """Read a TOML config (its keys are checked by :func:`scorebayes.apps.schema.validate`)."""
+    """Read a TOML config (its keys are checked by `scorebayes.apps.schema.validate()`)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")

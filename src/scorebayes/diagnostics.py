@@ -2,23 +2,25 @@ r"""MCMC convergence diagnostics: rank-normalised split R-hat, bulk ESS, start m
 
 Follows Vehtari, Gelman, Simpson, Carpenter and Bürkner (2021). For ``C`` chains of
 ``S`` draws, each chain is split in half; draws are rank-normalised,
-:math:`z = \Phi^{-1}((r - 3/8)/(CS + 1/4))`, and
+$z = \Phi^{-1}((r - 3/8)/(CS + 1/4))$, and
 
-.. math:: \hat R = \sqrt{\frac{\frac{S'-1}{S'}W + \frac{1}{S'}B}{W}},
+$$
+\hat R = \sqrt{\frac{\frac{S'-1}{S'}W + \frac{1}{S'}B}{W}},
+$$
 
-with :math:`W` the mean within-chain variance and :math:`B/S'` the variance of the
+with $W$ the mean within-chain variance and $B/S'$ the variance of the
 chain means. The bulk ESS uses Geyer's initial monotone sequence on the combined
 autocorrelation.
 
 Many short chains (Langevin output: one or two draws per chain) leave R-hat undefined.
-:func:`start_memory` checks them instead: over chains, how much of the spread of the last
-draws the starts explain (:math:`R^2` of a regression on the rank-normalised starts). Chains
-that have mixed have forgotten their starts (:math:`R^2 \approx d/(C-1)`); chains stuck near
+[`start_memory()`][scorebayes.diagnostics.start_memory] checks them instead: over chains, how much of the spread of the last
+draws the starts explain ($R^2$ of a regression on the rank-normalised starts). Chains
+that have mixed have forgotten their starts ($R^2 \approx d/(C-1)$); chains stuck near
 their starts, or split between separated modes by where they started, remember them.
 
 References:
-    | Rank-normalization, folding, and localization: An improved R-hat (Vehtari et al., 2021)
-    | https://arxiv.org/abs/1903.08008
+    - Rank-normalization, folding, and localization: An improved R-hat (Vehtari et al., 2021)
+      <https://arxiv.org/abs/1903.08008>
 """
 
 from __future__ import annotations
@@ -43,11 +45,11 @@ def _rank_normalise(draws: np.ndarray) -> np.ndarray:
 
 
 def rhat(draws: np.ndarray, *, rank: bool = True) -> float:
-    r"""Rank-normalised split :math:`\hat R` of one scalar quantity.
+    r"""Rank-normalised split $\hat R$ of one scalar quantity.
 
     Arguments:
         draws: ``[C, S]`` (chains x draws); needs ``S >= 4``.
-        rank: ``False``: the classical split :math:`\hat R` of the draws themselves (of their
+        rank: ``False``: the classical split $\hat R$ of the draws themselves (of their
             mean: no rank normalisation, no tail R-hat).
 
     Returns:
@@ -130,24 +132,26 @@ def start_memory(starts: np.ndarray, ends: np.ndarray) -> StartMemory:
     r"""How much of where the chains ended is explained by where they started.
 
     Starts and ends are rank-normalised per coordinate
-    (:math:`z = \Phi^{-1}((r - 3/8)/(C + 1/4))`, so any monotone reparametrisation gives the
-    same answer); each end coordinate :math:`k` is regressed by least squares on all :math:`d`
+    ($z = \Phi^{-1}((r - 3/8)/(C + 1/4))$, so any monotone reparametrisation gives the
+    same answer); each end coordinate $k$ is regressed by least squares on all $d$
     start coordinates and an intercept:
 
-    .. math:: R^2_k = 1 - \frac{\lVert z^{end}_k - X\hat\beta_k\rVert^2}
-              {\lVert z^{end}_k - \bar z^{end}_k\rVert^2},\qquad
-              F_k = \frac{R^2_k/d}{(1 - R^2_k)/(C - d - 1)} \sim F(d, C - d - 1)
+    $$
+    R^2_k = 1 - \frac{\lVert z^{end}_k - X\hat\beta_k\rVert^2}
+    {\lVert z^{end}_k - \bar z^{end}_k\rVert^2},\qquad
+    F_k = \frac{R^2_k/d}{(1 - R^2_k)/(C - d - 1)} \sim F(d, C - d - 1)
+    $$
 
-    under independence (mixed chains), where :math:`E R^2_k = d/(C - 1)`. Linear in the
+    under independence (mixed chains), where $E R^2_k = d/(C - 1)$. Linear in the
     rank-normal starts: a dependence that is not monotone in any start coordinate can be missed.
 
     Arguments:
         starts: ``[C, d]`` initial states; ends: ``[C, d]`` last draws.
 
     Returns:
-        :class:`StartMemory` of ``[d]`` arrays; ``nan`` with fewer than ``max(20, d + 3)`` chains
+        [`StartMemory`][scorebayes.diagnostics.StartMemory] of ``[d]`` arrays; ``nan`` with fewer than ``max(20, d + 3)`` chains
         (ranks of a few chains are too coarse for the F distribution: 4 chains in the same order
-        happen once in 24, yet give :math:`R^2 = 1`), non-finite values, or a constant coordinate.
+        happen once in 24, yet give $R^2 = 1$), non-finite values, or a constant coordinate.
     """
     starts, ends = np.asarray(starts, dtype=float), np.asarray(ends, dtype=float)
     if starts.shape != ends.shape or starts.ndim != 2:
@@ -175,8 +179,8 @@ def _rank_normal_columns(a: np.ndarray) -> np.ndarray:
 def remembers_start(memory: StartMemory, *, alpha: float = 1e-4, min_r_squared: float = 0.05) -> bool:
     r"""Whether the chains' last draws still depend on their starts.
 
-    True when some coordinate has :math:`p_k < \alpha/d` (Bonferroni over the coordinates; a
-    false alarm in at most :math:`\alpha` of mixed runs) and :math:`R^2_k >` ``min_r_squared``
+    True when some coordinate has $p_k < \alpha/d$ (Bonferroni over the coordinates; a
+    false alarm in at most $\alpha$ of mixed runs) and $R^2_k >$ ``min_r_squared``
     (with many chains, a memory too small to matter is not flagged).
     """
     p, r2 = np.asarray(memory.p_value), np.asarray(memory.r_squared)

@@ -1,27 +1,27 @@
 r"""Accuracy metrics of the experiments (App. C of the Langevin-SBI paper) and sample-set distances.
 
 Per-parameter metrics over repetitions (Tables 1, 3, 6): the bias of the posterior mean
-:math:`|\mathbb E(\hat\theta) - \theta^*|`, the width of the equal-tailed 95% credible
-interval and its coverage of :math:`\theta^*` (weighted draws use weighted means and
-:func:`scorebayes.posterior.weighted_quantile`).
+$|\mathbb E(\hat\theta) - \theta^*|$, the width of the equal-tailed 95% credible
+interval and its coverage of $\theta^*$ (weighted draws use weighted means and
+[`scorebayes.posterior.weighted_quantile()`][scorebayes.posterior.weighted_quantile]).
 
 Functional metrics (Table 2): for posterior draws of a regression function on a grid,
-``f [S, G]``, the KS and :math:`W_1` distances to a reference posterior ``[R, G]`` at each
-grid point, averaged over the grid (function units; the paper prints :math:`W_1 \times 10^2`),
+``f [S, G]``, the KS and $W_1$ distances to a reference posterior ``[R, G]`` at each
+grid point, averaged over the grid (function units; the paper prints $W_1 \times 10^2$),
 and the pointwise credible band's coverage of the true function and its width.
 
-Score losses (App. C.2.3): the mean squared error :math:`\mathbb E\|s_\phi - s^*\|^2` of a
+Score losses (App. C.2.3): the mean squared error $\mathbb E\|s_\phi - s^*\|^2$ of a
 full-data score ``score_fn(theta [B, d], x [B, n, p]) -> [B, d]`` against the true one, on
 single observations (loss-1), on data sets (loss-n) and at posterior draws with the observed
 data (loss-n-posterior).
 
-Sample-set distances: exact :math:`W_1`/:math:`W_2` by optimal transport (POT ``ot.emd2``) and
-the unbiased :math:`\mathrm{MMD}^2` with a Gaussian kernel and the median heuristic.
+Sample-set distances: exact $W_1$/$W_2$ by optimal transport (POT ``ot.emd2``) and
+the unbiased $\mathrm{MMD}^2$ with a Gaussian kernel and the median heuristic.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
-    | https://arxiv.org/abs/2509.03853 (Sec. 5, App. C)
-    | Gretton et al., A kernel two-sample test, JMLR 2012. https://jmlr.org/papers/v13/gretton12a.html
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+      <https://arxiv.org/abs/2509.03853> (Sec. 5, App. C)
+    - Gretton et al., A kernel two-sample test, JMLR 2012. <https://jmlr.org/papers/v13/gretton12a.html>
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def posterior_mean(samples: Samples, weights: Any = None) -> np.ndarray:
 
 
 def bias(samples: Samples, truth: Any, weights: Any = None) -> np.ndarray:
-    r"""Absolute bias :math:`|\mathbb E(\hat\theta) - \theta^*|` of the posterior mean, ``[d]``."""
+    r"""Absolute bias $|\mathbb E(\hat\theta) - \theta^*|$ of the posterior mean, ``[d]``."""
     return np.abs(posterior_mean(samples, weights) - np.asarray(truth, dtype=float))
 
 
@@ -112,7 +112,7 @@ def repetition_summary(posteriors: Sequence[Samples], truth: Any,
 
     Arguments:
         posteriors: ``R`` Posteriors (weights used when present) or draw arrays ``[S, d]``.
-        truth: :math:`\theta^*` ``[d]``.
+        truth: $\theta^*$ ``[d]``.
 
     Returns:
         ``{"bias_mean", "bias_sd", "width_mean", "width_sd", "coverage"}``, each ``[d]``
@@ -137,7 +137,7 @@ def _ecdf(values: np.ndarray, weights: np.ndarray | None, at: np.ndarray) -> np.
 
 
 def ks_1d(a: Any, b: Any, weights_a: Any = None, weights_b: Any = None) -> float:
-    r"""Kolmogorov-Smirnov distance :math:`\sup_t |F_a(t) - F_b(t)|` of (weighted) 1-D samples."""
+    r"""Kolmogorov-Smirnov distance $\sup_t |F_a(t) - F_b(t)|$ of (weighted) 1-D samples."""
     a, wa = _flatten(np.asarray(a, dtype=float).reshape(-1), weights_a)
     b, wb = _flatten(np.asarray(b, dtype=float).reshape(-1), weights_b)
     a, b = a[:, 0], b[:, 0]
@@ -146,7 +146,7 @@ def ks_1d(a: Any, b: Any, weights_a: Any = None, weights_b: Any = None) -> float
 
 
 def w1_1d(a: Any, b: Any, weights_a: Any = None, weights_b: Any = None) -> float:
-    r""":math:`W_1` between (weighted) 1-D samples (area between the two CDFs)."""
+    r"""$W_1$ between (weighted) 1-D samples (area between the two CDFs)."""
     wa = None if weights_a is None else np.asarray(weights_a, dtype=float).reshape(-1)
     wb = None if weights_b is None else np.asarray(weights_b, dtype=float).reshape(-1)
     return float(stats.wasserstein_distance(np.asarray(a, float).reshape(-1),
@@ -155,7 +155,7 @@ def w1_1d(a: Any, b: Any, weights_a: Any = None, weights_b: Any = None) -> float
 
 def function_distances(f: Any, f_ref: Any, weights: Any = None,
                        ref_weights: Any = None) -> dict[str, float]:
-    r"""KS and :math:`W_1` between pointwise posteriors of a function, averaged over the grid.
+    r"""KS and $W_1$ between pointwise posteriors of a function, averaged over the grid.
 
     Arguments:
         f: draws of the function on a grid, ``[S, G]``.
@@ -187,7 +187,7 @@ def band_coverage(f: Any, f_true: Any, weights: Any = None,
 
 
 def score_loss(estimated: Tensor, true: Tensor) -> float:
-    r"""Mean squared error :math:`\frac1B\sum_b \|\hat s_b - s^*_b\|^2` of scores ``[B, d]``."""
+    r"""Mean squared error $\frac1B\sum_b \|\hat s_b - s^*_b\|^2$ of scores ``[B, d]``."""
     if estimated.shape != true.shape:
         raise ValueError(f"score shapes differ: {tuple(estimated.shape)} vs {tuple(true.shape)}")
     return float(((estimated.detach() - true.detach()) ** 2).sum(-1).mean())
@@ -207,7 +207,7 @@ def _batched_loss(score_fn: ScoreFn, true_score: ScoreFn, theta: Tensor, x: Tens
 
 def loss_one(score_fn: ScoreFn, true_score: ScoreFn, theta: Tensor, x: Tensor,
              batch_size: int = 10_000) -> float:
-    r"""loss-1: :math:`\mathbb E_{(\theta, X) \sim q p_\theta}\|s(\theta, X) - s^*(\theta, X)\|^2`.
+    r"""loss-1: $\mathbb E_{(\theta, X) \sim q p_\theta}\|s(\theta, X) - s^*(\theta, X)\|^2$.
 
     Arguments:
         score_fn: full-data score ``(theta [B, d], x [B, n, p]) -> [B, d]``, called with ``n = 1``.
@@ -221,7 +221,7 @@ def loss_one(score_fn: ScoreFn, true_score: ScoreFn, theta: Tensor, x: Tensor,
 
 def loss_n(score_fn: ScoreFn, true_score: ScoreFn, theta: Tensor, x: Tensor,
            batch_size: int = 1000) -> float:
-    r"""loss-n: :math:`\mathbb E_{(\theta, \mathbf X_n) \sim q p^{(n)}_\theta}\|s - s^*\|^2`, ``x [B, n, p]``."""
+    r"""loss-n: $\mathbb E_{(\theta, \mathbf X_n) \sim q p^{(n)}_\theta}\|s - s^*\|^2$, ``x [B, n, p]``."""
     if x.dim() != 3 or x.shape[0] != theta.shape[0]:
         raise ValueError(f"x must be [B={theta.shape[0]}, n, p], got {tuple(x.shape)}")
     return _batched_loss(score_fn, true_score, theta, x, batch_size)
@@ -246,10 +246,10 @@ def _subsample(x: np.ndarray, w: np.ndarray | None, max_samples: int | None,
 
 def wasserstein(a: Samples, b: Samples, *, order: int = 1, weights_a: Any = None,
                 weights_b: Any = None, max_samples: int | None = None, seed: int = 0) -> float:
-    r"""Exact :math:`W_p` (``order`` 1 or 2, Euclidean ground cost) between sample sets ``[N, p]``, ``[M, p]``.
+    r"""Exact $W_p$ (``order`` 1 or 2, Euclidean ground cost) between sample sets ``[N, p]``, ``[M, p]``.
 
     Solves the optimal transport problem with POT's network simplex (``ot.emd2``), cost
-    :math:`O(NM)` memory; ``max_samples`` subsamples each set first (seeded by ``seed``).
+    $O(NM)$ memory; ``max_samples`` subsamples each set first (seeded by ``seed``).
     """
     import ot
 
@@ -271,12 +271,14 @@ def wasserstein(a: Samples, b: Samples, *, order: int = 1, weights_a: Any = None
 
 def mmd2_unbiased(a: Samples, b: Samples, *, bandwidth: float | None = None,
                   block: int = 2048) -> float:
-    r"""Unbiased :math:`\mathrm{MMD}^2` with a Gaussian kernel :math:`e^{-\|x-y\|^2/(2h^2)}`.
+    r"""Unbiased $\mathrm{MMD}^2$ with a Gaussian kernel $e^{-\|x-y\|^2/(2h^2)}$.
 
-    .. math:: \frac{1}{N(N-1)}\sum_{i\ne j}k(a_i,a_j) + \frac{1}{M(M-1)}\sum_{i\ne j}k(b_i,b_j)
-              - \frac{2}{NM}\sum_{i,j}k(a_i,b_j)
+    $$
+    \frac{1}{N(N-1)}\sum_{i\ne j}k(a_i,a_j) + \frac{1}{M(M-1)}\sum_{i\ne j}k(b_i,b_j)
+    - \frac{2}{NM}\sum_{i,j}k(a_i,b_j)
+    $$
 
-    ``bandwidth`` :math:`h` defaults to the median pairwise distance of the pooled samples
+    ``bandwidth`` $h$ defaults to the median pairwise distance of the pooled samples
     (computed on at most 1000 points of each set). Kernel sums run in row blocks.
     """
     x, _ = _flatten(a)

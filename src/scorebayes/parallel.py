@@ -2,7 +2,7 @@ r"""Reproducible parallel maps through a ``concurrent.futures.Executor``.
 
 Every unit of random work (a block of simulations, one bootstrap replicate, ...)
 gets its own seed derived from the run seed and the unit's index,
-:math:`\text{seed}_k = H(\text{seed}, \text{tag}, k)`, so results do not depend on the
+$\text{seed}_k = H(\text{seed}, \text{tag}, k)$, so results do not depend on the
 executor, the number of workers or how units are grouped into tasks.
 
 Executors: ``None`` runs in-process (vectorised code, no pickling); a
@@ -61,7 +61,7 @@ def derive_seed(seed: int, *keys: Any) -> int:
 
 
 def make_generator(seed: int, *keys: Any, device: str | torch.device = "cpu") -> torch.Generator:
-    """A ``torch.Generator`` seeded with :func:`derive_seed` (``seed``, ``keys``)."""
+    """A ``torch.Generator`` seeded with [`derive_seed()`][scorebayes.parallel.derive_seed] (``seed``, ``keys``)."""
     g = torch.Generator(device=device)
     g.manual_seed(derive_seed(seed, *keys))
     return g
@@ -179,7 +179,7 @@ def make_executor(kind: str = "serial", *, workers: int | None = None,
         dask_address: ``"tcp://host:port"`` (or ``tls://``) of an existing Dask scheduler;
             without it a ``LocalCluster`` bound to 127.0.0.1 is started and shut down on exit.
         security: a ``distributed.Security`` (TLS) for a remote scheduler, passed through
-            (:func:`tls_security` builds one from file names; ``[options] dask_tls``).
+            ([`tls_security()`][scorebayes.parallel.tls_security] builds one from file names; ``[options] dask_tls``).
 
     Dask re-runs the tasks of a worker that dies, so a lost worker does not fail the run;
     results do not depend on the executor (every block has its own seed).

@@ -24,7 +24,7 @@ def pyplot() -> Any:
 def pairplot(posterior: Any, path: str | Path | None = None, *,
              truth: Sequence[float] | None = None, max_points: int = 2000,
              max_dims: int = 12) -> Any:
-    """Pair plot of a :class:`~scorebayes.posterior.Posterior`.
+    """Pair plot of a [`Posterior`][scorebayes.posterior.Posterior].
 
     Diagonal: weighted histograms; lower triangle: scatter of up to ``max_points``
     draws; the truth (if given) as red lines. At most ``max_dims`` parameters shown.

@@ -1,8 +1,8 @@
 r"""The result of every inference method: posterior draws with their chain structure.
 
-A :class:`Posterior` holds ``samples [C, S, d]`` (``C`` chains of ``S`` draws, in the
+A [`Posterior`][scorebayes.posterior.Posterior] holds ``samples [C, S, d]`` (``C`` chains of ``S`` draws, in the
 original, constrained parameter space), parameter names, optional self-normalised
-importance ``weights [C, S]`` (ABC or NPE draws reweighted by :math:`\pi/q`), and a
+importance ``weights [C, S]`` (ABC or NPE draws reweighted by $\pi/q$), and a
 free-form ``info`` dict (method, seconds, simulation counts, ...).
 
 It reports summaries (mean, sd, equal-tailed 95% interval, R-hat, bulk ESS),
@@ -168,7 +168,7 @@ class Posterior:
         return rows
 
     def format_summary(self, truth: Sequence[float] | None = None) -> str:
-        """A plain-text table of :meth:`summary`, with a truth column if given."""
+        """A plain-text table of [`summary()`][scorebayes.posterior.Posterior.summary], with a truth column if given."""
         head = f"{'parameter':>12} {'mean':>10} {'sd':>9} {'q2.5':>10} {'q97.5':>10} {'rhat':>6} {'ess':>8}"
         if truth is not None:
             head += f" {'truth':>10}"
@@ -224,7 +224,7 @@ class Posterior:
 
     @classmethod
     def load(cls, path: str | Path) -> Posterior:
-        """Load a posterior written by :meth:`save` (``allow_pickle=False``)."""
+        """Load a posterior written by [`save()`][scorebayes.posterior.Posterior.save] (``allow_pickle=False``)."""
         with np.load(path, allow_pickle=False) as data:
             meta = json.loads(str(data["meta"]))
             weights = data["weights"] if "weights" in data.files else None

@@ -1,19 +1,21 @@
 r"""Priors and the bijection to an unconstrained parameter space.
 
 Score matching and Langevin dynamics need a density whose support is all of
-:math:`\mathbb R^d` (the boundary condition of integration by parts, and chains that
-cannot leave the support). For a prior :math:`\pi` on a constrained set we work with
-:math:`u = T^{-1}(\theta)` where :math:`T` is ``torch.distributions.biject_to(support)``
+$\mathbb R^d$ (the boundary condition of integration by parts, and chains that
+cannot leave the support). For a prior $\pi$ on a constrained set we work with
+$u = T^{-1}(\theta)$ where $T$ is ``torch.distributions.biject_to(support)``
 (log for positive parameters, scaled logit for intervals) and
 
-.. math:: \log \pi_u(u) = \log \pi(T(u)) + \log |\det \partial T(u) / \partial u|.
+$$
+\log \pi_u(u) = \log \pi(T(u)) + \log |\det \partial T(u) / \partial u|.
+$$
 
 A likelihood score transforms by the chain rule,
-:math:`\nabla_u \log p(x \mid T(u)) = J_T(u)^\top \nabla_\theta \log p(x \mid \theta)`.
+$\nabla_u \log p(x \mid T(u)) = J_T(u)^\top \nabla_\theta \log p(x \mid \theta)$.
 
 Any ``torch.distributions.Distribution`` with event shape ``[d]`` is a prior (the
-``sbi`` package's ``BoxUniform`` included); :func:`independent` builds one from
-per-parameter univariate distributions, and :func:`prior_from_spec` from the
+``sbi`` package's ``BoxUniform`` included); [`independent()`][scorebayes.priors.independent] builds one from
+per-parameter univariate distributions, and [`prior_from_spec()`][scorebayes.priors.prior_from_spec] from the
 CLI's ``[[prior]]`` tables.
 """
 
@@ -63,7 +65,7 @@ class IndependentPrior(Distribution):
         marginals: ``d`` univariate distributions with scalar batch and event shape.
 
     The event shape is ``[d]``; ``log_prob(theta [*, d]) -> [*]``. ``support`` is a
-    per-coordinate list in :attr:`marginal_supports` (mixed supports are allowed).
+    per-coordinate list in `marginal_supports` (mixed supports are allowed).
     """
 
     arg_constraints: dict = {}
@@ -140,7 +142,7 @@ def _inside_point(m: Distribution, like: Tensor) -> Tensor:
 
 
 def independent(marginals: Sequence[Distribution]) -> IndependentPrior:
-    """Product prior from per-parameter univariate distributions (see :class:`IndependentPrior`)."""
+    """Product prior from per-parameter univariate distributions (see [`IndependentPrior`][scorebayes.priors.IndependentPrior])."""
     return IndependentPrior(marginals)
 
 
@@ -191,7 +193,7 @@ def sample(
     r"""Draw ``num`` parameters from any ``Distribution`` reproducibly.
 
     ``Distribution.sample`` takes no generator, so a seed is drawn from ``generator``
-    and the global RNG is used inside :func:`torch.random.fork_rng` (the caller's
+    and the global RNG is used inside `torch.random.fork_rng()` (the caller's
     global state is untouched) under a process-wide lock, so threads do not interleave.
 
     Returns:
@@ -215,7 +217,7 @@ def biject_to_support(support: constraints.Constraint) -> transforms.Transform:
 
 
 class ParameterSpace:
-    r"""The bijection :math:`\theta = T(u)` between constrained and unconstrained parameters.
+    r"""The bijection $\theta = T(u)$ between constrained and unconstrained parameters.
 
     Arguments:
         prior: a ``Distribution`` with event shape ``[d]``.
@@ -244,7 +246,7 @@ class ParameterSpace:
                     )
 
     def is_elementwise(self) -> bool:
-        r"""Whether :math:`\theta_k` depends on :math:`u_k` only (a diagonal Jacobian)."""
+        r"""Whether $\theta_k$ depends on $u_k$ only (a diagonal Jacobian)."""
         if self._joint is None:
             return True
         transform = self._joint
@@ -253,13 +255,13 @@ class ParameterSpace:
         return transform.event_dim == 0
 
     def to_constrained(self, u: Tensor) -> Tensor:
-        """:math:`\\theta = T(u)`, ``[B, d] -> [B, d]``."""
+        r"""$\theta = T(u)$, ``[B, d] -> [B, d]``."""
         if self._joint is not None:
             return self._joint(u)
         return torch.stack([t(u[..., k]) for k, t in enumerate(self._per_coordinate)], dim=-1)
 
     def to_unconstrained(self, theta: Tensor) -> Tensor:
-        """:math:`u = T^{-1}(\\theta)`, ``[B, d] -> [B, d]``."""
+        r"""$u = T^{-1}(\theta)$, ``[B, d] -> [B, d]``."""
         if self._joint is not None:
             return self._joint.inv(theta)
         return torch.stack(
@@ -267,7 +269,7 @@ class ParameterSpace:
         )
 
     def log_abs_det_jacobian(self, u: Tensor) -> Tensor:
-        """:math:`\\log|\\det \\partial T(u)/\\partial u|`, ``[B, d] -> [B]``."""
+        r"""$\log|\det \partial T(u)/\partial u|$, ``[B, d] -> [B]``."""
         theta = self.to_constrained(u)
         if self._joint is not None:
             ladj = self._joint.log_abs_det_jacobian(u, theta)
@@ -278,12 +280,12 @@ class ParameterSpace:
         )
 
     def log_prob_unconstrained(self, u: Tensor) -> Tensor:
-        r""":math:`\log\pi_u(u) = \log\pi(T(u)) + \log|\det J_T(u)|`, ``[B, d] -> [B]``."""
+        r"""$\log\pi_u(u) = \log\pi(T(u)) + \log|\det J_T(u)|$, ``[B, d] -> [B]``."""
         theta = self.to_constrained(u)
         return self.prior.log_prob(theta) + self.log_abs_det_jacobian(u)
 
     def grad_log_prob_unconstrained(self, u: Tensor) -> Tensor:
-        r""":math:`\nabla_u \log \pi_u(u)`, ``[B, d] -> [B, d]`` (autograd, no graph kept)."""
+        r"""$\nabla_u \log \pi_u(u)$, ``[B, d] -> [B, d]`` (autograd, no graph kept)."""
         with torch.enable_grad():
             u = u.detach().requires_grad_(True)
             lp = self.log_prob_unconstrained(u)
@@ -291,7 +293,7 @@ class ParameterSpace:
         return grad
 
     def pushforward_score(self, u: Tensor, score_theta: Tensor) -> Tensor:
-        r"""Chain rule :math:`J_T(u)^\top s_\theta`, ``[B, d], [B, d] -> [B, d]``.
+        r"""Chain rule $J_T(u)^\top s_\theta$, ``[B, d], [B, d] -> [B, d]``.
 
         No graph is kept: ``u`` is detached, so the result cannot be differentiated in ``u``
         (a drift whose Jacobian is needed, e.g. for the automatic step size, must apply the

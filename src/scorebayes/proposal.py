@@ -1,16 +1,16 @@
 r"""Parameter samplers for reference tables: the prior, a localized Gaussian proposal, or a mixture.
 
 Both expose the same small interface, used by reference tables, score matching
-(:math:`\nabla_u \log p_{\text{train}}(u)`) and importance
-reweighting of baselines (:math:`\pi(\theta)/q(\theta)`):
+($\nabla_u \log p_{\text{train}}(u)$) and importance
+reweighting of baselines ($\pi(\theta)/q(\theta)$):
 
 - ``sample(num, generator) -> theta [num, d]`` (float64, constrained space);
 - ``log_prob(theta [B, d]) -> [B]`` (density of theta in the constrained space);
 - ``log_prob_unconstrained(u [B, d]) -> [B]`` and ``grad_log_prob_unconstrained(u)``.
 
 The localized proposal is Gaussian in the *unconstrained* space,
-:math:`u \sim q_u = \mathcal N(\mu, \operatorname{diag} s^2)`, :math:`\theta = T(u)`, so
-that :math:`\log q(\theta) = \log q_u(T^{-1}\theta) - \log|\det J_T(T^{-1}\theta)|`.
+$u \sim q_u = \mathcal N(\mu, \operatorname{diag} s^2)$, $\theta = T(u)$, so
+that $\log q(\theta) = \log q_u(T^{-1}\theta) - \log|\det J_T(T^{-1}\theta)|$.
 """
 
 from __future__ import annotations
@@ -48,12 +48,12 @@ class PriorSampler:
 
 
 class GaussianProposal:
-    r"""The localized proposal :math:`q_u = \mathcal N(\mu, \operatorname{diag} s^2)` over ``u``.
+    r"""The localized proposal $q_u = \mathcal N(\mu, \operatorname{diag} s^2)$ over ``u``.
 
     Arguments:
-        space: the prior's :class:`~scorebayes.priors.ParameterSpace`.
-        mean: :math:`\mu`, ``[d]`` (unconstrained space).
-        sd: :math:`s`, ``[d]``, positive.
+        space: the prior's [`ParameterSpace`][scorebayes.priors.ParameterSpace].
+        mean: $\mu$, ``[d]`` (unconstrained space).
+        sd: $s$, ``[d]``, positive.
     """
 
     def __init__(self, space: ParameterSpace, mean: Tensor, sd: Tensor):
@@ -90,18 +90,18 @@ class GaussianProposal:
 
 
 class MixtureProposal:
-    r"""The density of a table pooled from several rounds: :math:`p(u) = \sum_r w_r\, q_r(u)`.
+    r"""The density of a table pooled from several rounds: $p(u) = \sum_r w_r\, q_r(u)$.
 
-    A table made of :math:`N_r` draws from each :math:`q_r` is a sample of this mixture with
-    :math:`w_r = N_r / \sum_s N_s`, so score matching on the pooled table uses
-    :math:`\nabla_u \log p(u) = \sum_r \rho_r(u)\, \nabla_u \log q_r(u)` with the
-    responsibilities :math:`\rho_r(u) = w_r q_r(u) / p(u)` (the loss needs only
+    A table made of $N_r$ draws from each $q_r$ is a sample of this mixture with
+    $w_r = N_r / \sum_s N_s$, so score matching on the pooled table uses
+    $\nabla_u \log p(u) = \sum_r \rho_r(u)\, \nabla_u \log q_r(u)$ with the
+    responsibilities $\rho_r(u) = w_r q_r(u) / p(u)$ (the loss needs only
     the training density's score).
 
     Arguments:
         components: samplers with ``log_prob_unconstrained``, ``grad_log_prob_unconstrained``
             and ``sample``, all over the same parameter space.
-        weights: :math:`w_r`, ``[R]`` non-negative (normalised here), e.g. the rounds' table sizes.
+        weights: $w_r$, ``[R]`` non-negative (normalised here), e.g. the rounds' table sizes.
     """
 
     def __init__(self, components, weights):
@@ -116,11 +116,11 @@ class MixtureProposal:
         self.space = self.components[0].space
 
     def _log_terms(self, u: Tensor) -> Tensor:
-        r"""``[B, R]``: :math:`\log w_r + \log q_r(u)`."""
+        r"""``[B, R]``: $\log w_r + \log q_r(u)$."""
         return torch.stack([c.log_prob_unconstrained(u) for c in self.components], -1) + self.weights.log()
 
     def sample(self, num: int, generator: torch.Generator | None = None) -> Tensor:
-        """``theta [num, d]``: each draw from component r with probability :math:`w_r`."""
+        """``theta [num, d]``: each draw from component r with probability $w_r$."""
         pick = torch.multinomial(self.weights, num, replacement=True, generator=generator)
         theta = torch.empty(num, self.space.dim, dtype=torch.float64)
         for r, component in enumerate(self.components):

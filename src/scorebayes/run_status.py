@@ -1,16 +1,18 @@
 r"""What a run directory holds and how far its run got, read without disturbing the run.
 
 ``scorebayes status DIR`` prints this for a run started by ``scorebayes run`` or a benchmark
-(any :class:`~scorebayes.store.RunStore` directory), e.g. one running in the background,
-whose progress bars are off because its output is not a terminal::
+(any [`RunStore`][scorebayes.store.RunStore] directory), e.g. one running in the background,
+whose progress bars are off because its output is not a terminal:
 
-    runs/bench/monotone-single-model-paper-scale-1234  seed 1234, scorebayes 0.1.0
-      stages done: localization
-      table S: 2,000,000 of 2,000,000 rows (7,813 blocks)
-      training train/phase000: finished, 100 of 100 epochs, best validation -293.46
-      training train/phase001: epoch 13 of 50, best validation -292.67, last -292.61
-      last write 2 min ago (checkpoints/train/phase001.pt)
-      compute time 3.2 h over 3 processes (to each one's last write)
+```text
+runs/bench/monotone-single-model-paper-scale-1234  seed 1234, scorebayes 0.1.0
+  stages done: localization
+  table S: 2,000,000 of 2,000,000 rows (7,813 blocks)
+  training train/phase000: finished, 100 of 100 epochs, best validation -293.46
+  training train/phase001: epoch 13 of 50, best validation -292.67, last -292.61
+  last write 2 min ago (checkpoints/train/phase001.pt)
+  compute time 3.2 h over 3 processes (to each one's last write)
+```
 
 Everything is read from the files the run writes atomically (``manifest.json``, the stage
 markers, the table blocks' counts, the checkpoints), so a status taken mid-run is consistent
@@ -34,7 +36,7 @@ __all__ = ["RunStatus", "TableStatus", "TrainingStatus", "read_status", "format_
 
 @dataclass
 class TableStatus:
-    """A reference table drawn block by block (:mod:`scorebayes.table_store`)."""
+    """A reference table drawn block by block (`scorebayes.table_store`)."""
 
     tag: str
     rows: int  # rows kept in the completed blocks
@@ -45,7 +47,7 @@ class TableStatus:
 
 @dataclass
 class TrainingStatus:
-    """One training phase's per-epoch checkpoint (:func:`scorebayes.scores.training.checkpointing`)."""
+    """One training phase's per-epoch checkpoint ([`scorebayes.scores.training.checkpointing()`][scorebayes.scores.training.checkpointing])."""
 
     name: str
     epochs_done: int

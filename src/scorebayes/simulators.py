@@ -2,15 +2,17 @@ r"""Simulators: the only access the library has to the likelihood.
 
 A simulator draws ``n`` i.i.d. observations for each of ``B`` parameters,
 
-.. math:: x_{b,i} \sim p_{\theta_b}, \qquad \texttt{simulate}(\theta\,[B,d], n, g) \to x\,[B,n,p],
+$$
+x_{b,i} \sim p_{\theta_b}, \qquad \texttt{simulate}(\theta\,[B,d], n, g) \to x\,[B,n,p],
+$$
 
-or, in reparametrised form, :math:`x = \tau(\theta, z)` with latents drawn by
+or, in reparametrised form, $x = \tau(\theta, z)$ with latents drawn by
 ``latent(B, n, g) -> z`` and a ``transform(theta [B, d], z) -> x [B, n, p]`` that is
 differentiable in ``theta`` (needed by gradient-based localization).
 
-:class:`Simulator` wraps either form; :func:`from_function` wraps a plain unbatched
+[`Simulator`][scorebayes.simulators.Simulator] wraps either form; [`from_function()`][scorebayes.simulators.from_function] wraps a plain unbatched
 ``f(theta [d] numpy, n, rng numpy.random.Generator) -> x [n, p]``. Every output is
-checked by :func:`check_simulation` (shape, dtype, finiteness) with a clear error.
+checked by [`check_simulation()`][scorebayes.simulators.check_simulation] (shape, dtype, finiteness) with a clear error.
 """
 
 from __future__ import annotations
@@ -76,11 +78,11 @@ class Simulator:
             leading dims ``[B, n]``).
         transform: ``transform(theta [B, d], z) -> x [B, n, p]``, differentiable in theta.
         smooth_transform: optional variant of ``transform`` used only during
-            localization (e.g. with :func:`smooth_indicator` in place of hard 0/1 draws).
+            localization (e.g. with a sigmoid of large slope in place of hard 0/1 draws).
         obs_dim: ``p``, if known (checked on every output).
         validate: check every output (shape, dtype, finiteness).
 
-    Example:
+    Examples:
         >>> def transform(theta, z):
         ...     return theta[:, None, :] + z
         >>> sim = Simulator(latent=lambda B, n, g: torch.randn(B, n, 2, generator=g),
@@ -169,7 +171,7 @@ def from_function(function: Callable, *, obs_dim: int | None = None) -> Simulato
 
 
 def as_simulator(obj: Any) -> Simulator:
-    """Return ``obj`` if it is a :class:`Simulator`, else wrap a batched callable."""
+    """Return ``obj`` if it is a [`Simulator`][scorebayes.simulators.Simulator], else wrap a batched callable."""
     if isinstance(obj, Simulator):
         return obj
     if callable(obj):

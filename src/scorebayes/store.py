@@ -1,26 +1,28 @@
 r"""A resumable run directory: arrays, JSON, checkpoints and stage markers, written atomically.
 
-Layout of a run directory ``DIR``::
+Layout of a run directory ``DIR``:
 
-    DIR/manifest.json          fingerprint of (config, seed, scorebayes version)
-    DIR/arrays/<name>.npy      tables and samples (``np.load(mmap_mode="r")``-able)
-    DIR/json/<name>.json       metadata (stage results, table block counts)
-    DIR/checkpoints/<name>.pt  torch state dicts, read back with ``weights_only=True``
-    DIR/stages/<name>.done     completion markers (written last)
-    DIR/json/ledger/<run>.json compute time: one file per process that wrote to the store
+```text
+DIR/manifest.json          fingerprint of (config, seed, scorebayes version)
+DIR/arrays/<name>.npy      tables and samples (``np.load(mmap_mode="r")``-able)
+DIR/json/<name>.json       metadata (stage results, table block counts)
+DIR/checkpoints/<name>.pt  torch state dicts, read back with ``weights_only=True``
+DIR/stages/<name>.done     completion markers (written last)
+DIR/json/ledger/<run>.json compute time: one file per process that wrote to the store
+```
 
 Every file is written to a temporary file in the same folder and moved into place with
-:func:`os.replace`, so a run killed at any instant (``kill -9`` included) leaves each file
+`os.replace()`, so a run killed at any instant (``kill -9`` included) leaves each file
 either complete or absent. A directory whose manifest names another configuration or seed
 is refused unless ``fresh=True`` (which deletes the store's folders and starts over).
 
-The fingerprint is :math:`H(\mathrm{json}(\text{config}), \text{seed}, \text{version})`
-with :math:`H` = SHA-256 and keys sorted, so reordering a TOML file does not change it.
+The fingerprint is $H(\mathrm{json}(\text{config}), \text{seed}, \text{version})$
+with $H$ = SHA-256 and keys sorted, so reordering a TOML file does not change it.
 
 The ledger: a run resumed over several processes (a session limit, a crash) has cost the sum of
-their times, not the last one's. Every write through a :class:`RunStore` also rewrites this
+their times, not the last one's. Every write through a [`RunStore`][scorebayes.store.RunStore] also rewrites this
 process's ledger file with the seconds from when the process first opened the directory to that
-write, so :attr:`RunStore.earlier_seconds` sums the earlier processes' work up to the last thing
+write, so `RunStore.earlier_seconds` sums the earlier processes' work up to the last thing
 each of them saved (work after a process's last save produced nothing kept and is not counted).
 """
 
@@ -97,7 +99,7 @@ class RunStore:
         StoreError: ``path`` holds a run of another config or seed (and ``fresh`` is false).
 
     Attributes:
-        resumed_stages: names of stages found complete on disk (filled by :meth:`is_done`).
+        resumed_stages: names of stages found complete on disk (filled by [`is_done()`][scorebayes.store.RunStore.is_done]).
         earlier_seconds: compute seconds the earlier processes logged in the ledger (module
             docstring), read when the store is opened; 0 for a new run.
         stream_tables: reference tables drawn into this store are memory-mapped from disk
@@ -229,7 +231,7 @@ class RunStore:
 
     def is_done(self, stage: str) -> bool:
         """Whether ``stage`` completed in this or an earlier run (earlier ones are recorded
-        in :attr:`resumed_stages`)."""
+        in `resumed_stages`)."""
         done = self.file("stages", stage, ".done").is_file()
         if done and stage not in self.resumed_stages and stage not in self._done_here:
             self.resumed_stages.append(stage)
@@ -265,8 +267,8 @@ def copy_without_tables(src: str | Path, dest: str | Path) -> Path:
     same and the training checkpoints continue on the same data (tests/test_resume.py).
 
     Safe while the run is still writing: stage markers are copied before the outputs they vouch
-    for (which :meth:`RunStore.mark_done` writes first), and every file is complete or absent
-    (:func:`atomic_write`).
+    for (which [`RunStore.mark_done()`][scorebayes.store.RunStore.mark_done] writes first), and every file is complete or absent
+    ([`atomic_write()`][scorebayes.store.atomic_write]).
 
     Raises:
         StoreError: ``src`` is not a run directory, or ``dest`` holds another run.

@@ -1,18 +1,18 @@
 r"""One block of a reference table: a seeded draw, with simulator-fault handling.
 
-Block :math:`k` of a table (rows :math:`k\,b, \dots, (k+1)\,b - 1`) draws its parameters
-and its simulations from ``make_generator(seed, "table", tag, k)`` (:func:`simulate_block`),
+Block $k$ of a table (rows $k\,b, \dots, (k+1)\,b - 1$) draws its parameters
+and its simulations from ``make_generator(seed, "table", tag, k)`` ([`simulate_block()`][scorebayes.tables.simulate_block]),
 so a table does not depend on how blocks are grouped into tasks or executors.
 
 Faults (``on_simulator_error``): ``"raise"`` propagates any simulator error; with ``"skip"``
 or ``"retry"`` a block whose batch call raises is re-run parameter by parameter, try
-:math:`t` of row :math:`i` with ``make_generator(seed, "table", tag, k, "row", i, t)``
+$t$ of row $i$ with ``make_generator(seed, "table", tag, k, "row", i, t)``
 (deterministic for a seed), and rows that keep failing or return NaN/inf are dropped and
-counted (:func:`robust_block`).
+counted (`robust_block()`).
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
-    | https://arxiv.org/abs/2509.03853 (Algorithm 1, step 1)
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+      <https://arxiv.org/abs/2509.03853> (Algorithm 1, step 1)
 """
 
 from __future__ import annotations
@@ -84,9 +84,9 @@ def robust_block(simulator: Simulator, sampler: Any, rows: int, n_obs: int, seed
                  block: int, on_error: str, retries: int) -> tuple[Tensor, Tensor | None, int, int]:
     r"""One block with fault handling: ``(theta [r, d], x [r, n_obs, p] or None, failed, nonfinite)``.
 
-    The block is first simulated exactly as in :func:`simulate_block`. If the simulator
-    raises, each parameter is simulated on its own (so one bad :math:`\theta` does not lose
-    the block), try :math:`t` with ``make_generator(seed, "table", tag, block, "row", i, t)``
+    The block is first simulated exactly as in [`simulate_block()`][scorebayes.tables.simulate_block]. If the simulator
+    raises, each parameter is simulated on its own (so one bad $\theta$ does not lose
+    the block), try $t$ with ``make_generator(seed, "table", tag, block, "row", i, t)``
     (``retries`` tries with ``"retry"``, one with ``"skip"``): deterministic for a seed.
     Rows that keep failing and rows with non-finite values are dropped and counted.
     With ``"raise"`` any failure or non-finite value raises.
@@ -177,7 +177,7 @@ def simulate_data_sets(simulator: Simulator, theta: Tensor, n_obs: int, generato
     """One data set at each row of ``theta [B, d]``, with the tables' fault handling.
 
     ``"raise"``: one checked call (a failure or a non-finite value raises). ``"skip"``/``"retry"``:
-    :func:`simulate_groups` with groups of one (each parameter on its own once the batch call
+    `simulate_groups()` with groups of one (each parameter on its own once the batch call
     raises, one try or ``retries``); with no fault, the same draws as the checked call.
 
     Returns:

@@ -1,16 +1,18 @@
 r"""Reference-table blocks in a run directory, and tables memory-mapped from disk.
 
-A table drawn with a :class:`~scorebayes.store.RunStore` keeps every block as it completes::
+A table drawn with a [`RunStore`][scorebayes.store.RunStore] keeps every block as it completes:
 
-    arrays/table_<tag>/<block>_theta.npy, <block>_x.npy   the block's rows
-    json/table_<tag>/<block>.json                         its counts; written last = complete
-    json/table_<tag>/recipe.json                          size, block size, seed, sampler hash
+```text
+arrays/table_<tag>/<block>_theta.npy, <block>_x.npy   the block's rows
+json/table_<tag>/<block>.json                         its counts; written last = complete
+json/table_<tag>/recipe.json                          size, block size, seed, sampler hash
+```
 
 **Streaming** (``simulate_table(..., in_memory=False)``): the blocks are copied, one at a
 time, into one file per array, ``arrays/table_<tag>/theta.npy`` and ``x.npy``, and the table
 is returned as tensors *memory-mapped* over them (``np.load(mmap_mode="r")``): the operating
 system pages rows in as they are read, so a table larger than the memory can be trained on.
-Minibatches ``x[idx]`` gather only their rows. :func:`as_training_tensor` (used by the
+Minibatches ``x[idx]`` gather only their rows. `as_training_tensor()` (used by the
 training loops) converts a mapped table to the network's dtype into another mapped file
 (``x.float32.npy``), block by block, instead of into memory; the values, and so the
 minibatches and the trained networks, are bit-identical to an in-memory table.
@@ -80,7 +82,7 @@ def load_mapped(path: str | Path) -> Tensor:
 
 
 def mapped_source(tensor: Tensor) -> Path | None:
-    """The file a tensor from :func:`load_mapped` maps (also for a contiguous reshape of it),
+    """The file a tensor from `load_mapped()` maps (also for a contiguous reshape of it),
     or ``None`` for an ordinary tensor."""
     if not isinstance(tensor, Tensor) or tensor.numel() == 0 or tensor.device.type != "cpu":
         return None
@@ -99,7 +101,7 @@ def mapped_source(tensor: Tensor) -> Path | None:
 
 def as_training_tensor(tensor: Tensor, device: Any, dtype: torch.dtype,
                        chunk_bytes: int = 1 << 26) -> Tensor:
-    """``tensor.to(device, dtype)``, except that a memory-mapped table (:func:`load_mapped`)
+    """``tensor.to(device, dtype)``, except that a memory-mapped table (`load_mapped()`)
     converted to another dtype on the CPU becomes another memory-mapped file
     (``<name>.<dtype>.npy``, written ``chunk_bytes`` at a time) instead of an array in memory.
     The values are the same, so training gives bit-identical results either way."""
@@ -119,7 +121,7 @@ def as_training_tensor(tensor: Tensor, device: Any, dtype: torch.dtype,
 
 
 class BlockStore:
-    """The blocks of one table in a :class:`~scorebayes.store.RunStore`.
+    """The blocks of one table in a [`RunStore`][scorebayes.store.RunStore].
 
     Raises:
         ValueError: the store holds this table drawn with another ``recipe``.
@@ -140,7 +142,7 @@ class BlockStore:
         return self.store.load_json(f"{self.prefix}/{k:06d}")
 
     def completed(self, num_blocks: int, *, in_memory: bool) -> dict[int, tuple]:
-        """The complete blocks among ``0 .. num_blocks - 1``, in order, as :meth:`load` returns
+        """The complete blocks among ``0 .. num_blocks - 1``, in order, as `load()` returns
         them (``in_memory``), else only their counts ``(None, None, failed, nonfinite)``."""
         found = {}
         for k in range(num_blocks):

@@ -1,38 +1,40 @@
-r"""Reference tables :math:`\{(\theta^{(k)}, \mathbf X^{(k)})\}_{k=1}^N`, drawn in seeded blocks.
+r"""Reference tables $\{(\theta^{(k)}, \mathbf X^{(k)})\}_{k=1}^N$, drawn in seeded blocks.
 
 Step 1 of Algorithm 1 in Jiang, Wang & Yang draws the table i.i.d. from
-:math:`p(\theta)\,p^{(n)}_\theta`, where :math:`p(\theta)` is the prior :math:`\pi` or the
-localized proposal :math:`q` (:mod:`scorebayes.sbi.localization.minimum_distance`):
+$p(\theta)\,p^{(n)}_\theta$, where $p(\theta)$ is the prior $\pi$ or the
+localized proposal $q$ ([`scorebayes.sbi.localization.minimum_distance`][scorebayes.sbi.localization.minimum_distance]):
 
-.. math:: \theta^{(k)} \sim p(\theta), \qquad
-          \mathbf X^{(k)} = (X^{(k)}_1, \dots, X^{(k)}_{n_{obs}})
-          \overset{iid}{\sim} p_{\theta^{(k)}}.
+$$
+\theta^{(k)} \sim p(\theta), \qquad
+\mathbf X^{(k)} = (X^{(k)}_1, \dots, X^{(k)}_{n_{obs}})
+\overset{iid}{\sim} p_{\theta^{(k)}}.
+$$
 
-The single-observation method uses two such tables (Algorithm 3): :math:`\mathcal D^S` with
-``n_obs = 1`` and :math:`\mathcal D^R` with one parameter per group of ``n_obs = m_R``
-observations; both come from :func:`simulate_table` (:func:`simulate_grouped_table` only
+The single-observation method uses two such tables (Algorithm 3): $\mathcal D^S$ with
+``n_obs = 1`` and $\mathcal D^R$ with one parameter per group of ``n_obs = m_R``
+observations; both come from [`simulate_table()`][scorebayes.tables.simulate_table] ([`simulate_grouped_table()`][scorebayes.tables.simulate_grouped_table] only
 changes the defaults).
 
-Reproducibility: rows are cut into blocks of ``block_size``; block :math:`k` (rows
-:math:`k\,b, \dots, (k+1)\,b - 1`, the last block possibly shorter) draws its parameters
+Reproducibility: rows are cut into blocks of ``block_size``; block $k$ (rows
+$k\,b, \dots, (k+1)\,b - 1$, the last block possibly shorter) draws its parameters
 *and* its simulations from ``make_generator(seed, "table", tag, k)``. Tasks are groups of
 consecutive blocks, so the table is bit-identical whatever ``chunk_size`` (rows per task)
 and the executor (``None``, a ``ProcessPoolExecutor``, ``dask`` ``Client.get_executor()``).
 
-Run directories and faults: with ``store`` (a :class:`~scorebayes.store.RunStore`) each
+Run directories and faults: with ``store`` (a [`RunStore`][scorebayes.store.RunStore]) each
 block is saved as ``.npy`` when it completes and reused on a re-run, so an interrupted table
 resumes where it stopped with the same rows. With ``on_simulator_error = "skip"``/``"retry"``
 a block whose simulation raises is re-run parameter by parameter (with derived seeds), and
-parameters that fail or return NaN/inf are dropped and counted (:mod:`scorebayes.table_blocks`).
+parameters that fail or return NaN/inf are dropped and counted (`scorebayes.table_blocks`).
 With ``in_memory=False`` the table is memory-mapped from the run directory instead of
-concatenated in memory (:mod:`scorebayes.table_store`).
+concatenated in memory (`scorebayes.table_store`).
 
 Simulation cost is counted in datasets of the observed size ``n_data``:
-:math:`N\,n_{obs}/n_{data}`.
+$N\,n_{obs}/n_{data}$.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
-    | https://arxiv.org/abs/2509.03853 (Algorithms 1-3)
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+      <https://arxiv.org/abs/2509.03853> (Algorithms 1-3)
 """
 
 from __future__ import annotations
@@ -63,12 +65,12 @@ class ReferenceTable:
     r"""A reference table.
 
     Attributes:
-        theta: :math:`\theta^{(k)}`, ``[N, d]`` float64 (constrained space).
-        x: :math:`\mathbf X^{(k)}`, ``[N, n_obs, p]``.
-        simulations: cost in datasets of size ``n_data``, :math:`N\,n_{obs}/n_{data}`.
+        theta: $\theta^{(k)}$, ``[N, d]`` float64 (constrained space).
+        x: $\mathbf X^{(k)}$, ``[N, n_obs, p]``.
+        simulations: cost in datasets of size ``n_data``, $N\,n_{obs}/n_{data}$.
         seed: the run seed; ``tag`` and ``block_size`` complete the recipe.
         failed, nonfinite: parameters dropped because the simulator raised / returned
-            non-finite values (``on_simulator_error`` of :func:`simulate_table`).
+            non-finite values (``on_simulator_error`` of [`simulate_table()`][scorebayes.tables.simulate_table]).
         resumed: simulations (same unit as ``simulations``) reused from a run directory.
     """
 
@@ -108,14 +110,14 @@ def simulate_table(
     r"""Draw a reference table of ``num`` parameters with ``n_obs`` observations each.
 
     Arguments:
-        simulator: a :class:`~scorebayes.simulators.Simulator` (a batched callable
+        simulator: a [`Simulator`][scorebayes.simulators.Simulator] (a batched callable
             ``(theta [B, d], n, generator) -> x [B, n, p]`` is wrapped).
         sampler: ``PriorSampler`` or ``GaussianProposal`` (anything with
             ``sample(num, generator) -> theta [num, d]``).
-        num: :math:`N`, number of rows (any positive integer; the last block may be short).
-        n_obs: observations per parameter: 1 for :math:`\mathcal D^S`, :math:`m_R` for
-            :math:`\mathcal D^R`, :math:`n` for the full-data (n-model) table.
-        seed: run seed; block :math:`k` uses ``make_generator(seed, "table", tag, k)``.
+        num: $N$, number of rows (any positive integer; the last block may be short).
+        n_obs: observations per parameter: 1 for $\mathcal D^S$, $m_R$ for
+            $\mathcal D^R$, $n$ for the full-data (n-model) table.
+        seed: run seed; block $k$ uses ``make_generator(seed, "table", tag, k)``.
         tag: distinguishes tables of one run (``"S"``, ``"R"``, ``"val"``, ...).
         block_size: rows per seeded block (part of the recipe: changing it changes the table).
         chunk_size: rows per executor task, rounded up to a multiple of ``block_size``
@@ -125,7 +127,7 @@ def simulate_table(
         executor: ``None`` (in-process) or a ``concurrent.futures.Executor``; the simulator
             and sampler must then be picklable (checked before any work).
         progress: tqdm bar, one tick per task.
-        store: a :class:`~scorebayes.store.RunStore`: every block is saved (atomically,
+        store: a [`RunStore`][scorebayes.store.RunStore]: every block is saved (atomically,
             ``.npy``) as it completes, and blocks already on disk are reused, not simulated.
         on_simulator_error: ``"raise"`` (default), ``"skip"`` (drop parameters whose
             simulation raises or is non-finite) or ``"retry"`` (``retries`` tries with
@@ -133,19 +135,19 @@ def simulate_table(
         max_failure_fraction: raise if more than this fraction of the rows is dropped.
         in_memory: ``False`` (needs ``store``) returns ``theta`` and ``x`` as read-only tensors
             memory-mapped over ``arrays/table_<tag>/theta.npy`` and ``x.npy`` (written block
-            by block; see :mod:`scorebayes.table_store`): memory does not grow with the table.
+            by block; see `scorebayes.table_store`): memory does not grow with the table.
             Default: ``not store.stream_tables`` (``[options] stream_tables``), else ``True``.
 
     Returns:
-        :class:`ReferenceTable` with ``theta [N', d]`` float64, ``x [N', n_obs, p]``
-        (:math:`N' = N` minus dropped rows), and the fault and resume counts.
+        [`ReferenceTable`][scorebayes.tables.ReferenceTable] with ``theta [N', d]`` float64, ``x [N', n_obs, p]``
+        ($N' = N$ minus dropped rows), and the fault and resume counts.
 
     Raises:
         ValueError: invalid sizes, or a sampler/simulator output of the wrong shape.
         TypeError: an unpicklable simulator or sampler with a process executor.
         SimulatorError: too many failed simulations.
 
-    Example:
+    Examples:
         >>> from scorebayes.priors import independent
         >>> from scorebayes.proposal import PriorSampler
         >>> def simulate(theta, n, g):  # x_i ~ N(theta, 1)
@@ -218,7 +220,7 @@ def _plan(simulator: Simulator | Any, sampler: Any, num: int, n_obs: int, *, blo
           chunk_size: int | None, n_data: int | None, executor: Executor | None, store: Any,
           on_simulator_error: str, retries: int, max_failure_fraction: float,
           in_memory: bool | None) -> _Plan:
-    """Check the arguments of :func:`simulate_table` (before any work) and resolve the defaults."""
+    """Check the arguments of [`simulate_table()`][scorebayes.tables.simulate_table] (before any work) and resolve the defaults."""
     simulator = as_simulator(simulator)
     if not callable(getattr(sampler, "sample", None)):
         raise TypeError(f"sampler must have a .sample(num, generator) method, got {sampler!r}")
@@ -332,11 +334,11 @@ def simulate_grouped_table(
     tag: str = "R",
     **options: Any,
 ) -> ReferenceTable:
-    r"""The table :math:`\mathcal D^R = \{(\tilde\theta^{(l)}, \tilde{\mathbf X}^{(l)}_{m_R})\}_l`.
+    r"""The table $\mathcal D^R = \{(\tilde\theta^{(l)}, \tilde{\mathbf X}^{(l)}_{m_R})\}_l$.
 
-    One parameter with ``group_size`` :math:`= m_R` observations per row: exactly
-    :func:`simulate_table` with ``n_obs = group_size`` and ``tag = "R"`` by default (pass
-    ``n_data = n`` to count its cost :math:`N_R m_R / n` in observed datasets).
+    One parameter with ``group_size`` $= m_R$ observations per row: exactly
+    [`simulate_table()`][scorebayes.tables.simulate_table] with ``n_obs = group_size`` and ``tag = "R"`` by default (pass
+    ``n_data = n`` to count its cost $N_R m_R / n$ in observed datasets).
     """
     return simulate_table(
         simulator, sampler, num_groups, group_size, seed=seed, tag=tag, **options

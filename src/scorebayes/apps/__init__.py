@@ -4,7 +4,7 @@ Contract for a method module: a function
 
     run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: bool) -> AppResult
 
-that validates *all* of its input first (raising :class:`scorebayes.config.ConfigError` with
+that validates *all* of its input first (raising `scorebayes.config.ConfigError` with
 one clear line) and only then does expensive work. The CLI writes ``summary.json``,
 ``samples.csv``, ``pairplot.png`` (and ``posterior.nc``) from the returned result; a method
 may write extra files of its own into ``out_dir``.

@@ -1,9 +1,9 @@
-"""CLI methods ``abc``, ``abc-pmc``, ``bsl`` and ``npe``: a config mapped onto
-:mod:`scorebayes.baselines`.
+r"""CLI methods ``abc``, ``abc-pmc``, ``bsl`` and ``npe``: a config mapped onto
+`scorebayes.baselines`.
 
-``[options]`` holds keyword arguments of :func:`~scorebayes.baselines.abc_w1`,
-:func:`~scorebayes.baselines.abc_pmc`, :func:`~scorebayes.baselines.bsl`,
-:func:`~scorebayes.baselines.npe` or :func:`~scorebayes.baselines.gaussian_npe`, plus these
+``[options]`` holds keyword arguments of `abc_w1()`,
+`abc_pmc()`, `bsl()`,
+`npe()` or `gaussian_npe()`, plus these
 CLI-only keys:
 
 - ``summary`` (abc-pmc, bsl, npe): ``"file.py:function"`` (``x [B, n, p] -> [B, k]``),
@@ -11,19 +11,19 @@ CLI-only keys:
   ``"model"`` (a built-in model's paper summaries). Default: the built-in model's
   summaries if any, else ``"mean_sd"`` for abc-pmc and bsl and ``"flatten"`` for npe.
 - ``estimator`` (npe): ``"maf"`` (``sbi``, default) or ``"gaussian"`` (Chatha et al.).
-- ``localize`` (all): ``true`` or a table of :func:`scorebayes.sbi.localization.minimum_distance.localize` options;
-  the localized proposal :math:`q` then draws the table (abc, npe; reweighted by
-  :math:`\\pi/q`), round 0 (abc-pmc) or initialises and shapes the chains (bsl).
+- ``localize`` (all): ``true`` or a table of [`scorebayes.sbi.localization.minimum_distance.localize()`][scorebayes.sbi.localization.minimum_distance.localize] options;
+  the localized proposal $q$ then draws the table (abc, npe; reweighted by
+  $\pi/q$), round 0 (abc-pmc) or initialises and shapes the chains (bsl).
 - ``executor``, ``workers``, ``dask_address``, ``dask_tls`` (abc, abc-pmc, npe) and
   ``stream_tables`` (abc, npe): where the reference table (abc-pmc: each round's blocks) is
-  simulated (:func:`scorebayes.apps.common.pop_execution`); with ``scorebayes run --out DIR``
+  simulated (`scorebayes.apps.common.pop_execution()`); with ``scorebayes run --out DIR``
   the table's blocks are saved and reused on a re-run.
 - ``on_simulator_error``, ``max_failure_fraction``, ``retries`` (all): simulator faults
   (dropped table rows for abc and npe; rejected proposals for bsl, whose chain state is
   checkpointed in ``DIR`` every ``checkpoint_every`` iterations and resumed on a re-run).
 
 Option values are checked before any table or chain is simulated: the method is called once
-with a stand-in simulator that stops it at its first simulation (:func:`_check_values`).
+with a stand-in simulator that stops it at its first simulation (`_check_values()`).
 
 ``num_simulations`` defaults to 10,000 for abc and npe. ``abc-pmc`` simulates round by round
 (``simulations_per_round`` times ``rounds + 1`` data sets; no fault options: a non-finite

@@ -1,23 +1,25 @@
 """Turning a run config's ``[model]``, ``[[prior]]`` and ``[data]`` into library objects.
 
 Shared by the simulation-based CLI methods (baselines, score-langevin). Every function
-validates its part of the config and raises :class:`~scorebayes.config.ConfigError` with one
+validates its part of the config and raises `ConfigError` with one
 clear line; expensive work happens only after all of them have returned.
 
-Config shapes::
+Config shapes:
 
-    [model]
-    simulator = "sims.py:simulate"   # batched simulate(theta [B, d], n, generator) -> [B, n, p]
-    # or "builtin:mg1" (scorebayes.models.get_model), with optional options = {...}
-    parameters = ["a", "b"]          # optional names (d of them)
+```toml
+[model]
+simulator = "sims.py:simulate"   # batched simulate(theta [B, d], n, generator) -> [B, n, p]
+# or "builtin:mg1" (scorebayes.models.get_model), with optional options = {...}
+parameters = ["a", "b"]          # optional names (d of them)
 
-    [[prior]]                        # one table per parameter, or prior = "sims.py:prior"
-    dist = "uniform"
-    low = 0.0
-    high = 1.0
+[[prior]]                        # one table per parameter, or prior = "sims.py:prior"
+dist = "uniform"
+low = 0.0
+high = 1.0
 
-    [data]
-    observed = "x.csv"               # or .npy; or true_parameters = [...] with n = 100
+[data]
+observed = "x.csv"               # or .npy; or true_parameters = [...] with n = 100
+```
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ def _model_table(config: dict) -> dict:
 
 
 def builtin_model(config: dict) -> Any:
-    """The built-in :class:`~scorebayes.models.Model` named by ``simulator = "builtin:NAME"``,
+    """The built-in `Model` named by ``simulator = "builtin:NAME"``,
     or ``None`` for a user simulator (built once per config dict)."""
     model = _model_table(config)
     spec = model.get("simulator")
@@ -97,7 +99,7 @@ def builtin_model(config: dict) -> Any:
 
 def load_simulator(config: dict, base_dir: str | Path,
                    extra_keys: set[str] = frozenset()) -> Simulator:
-    """The ``[model] simulator`` as a :class:`~scorebayes.simulators.Simulator`.
+    """The ``[model] simulator`` as a [`Simulator`][scorebayes.simulators.Simulator].
 
     ``extra_keys``: further ``[model]`` keys a method accepts (checked for typos here).
     """
@@ -268,7 +270,7 @@ class Execution:
     """Where simulations run and what happens when they fail (``[options]`` keys
     ``executor``, ``workers``, ``dask_address``, ``dask_tls``, ``on_simulator_error``,
     ``max_failure_fraction``, ``retries``; ``stream_tables`` is applied to the run
-    directory by :func:`pop_execution`)."""
+    directory by `pop_execution()`)."""
 
     kind: str = "serial"
     workers: int | None = None
@@ -285,7 +287,7 @@ class Execution:
                              security=security)
 
     def table_options(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`scorebayes.tables.simulate_table`."""
+        """Keyword arguments of [`scorebayes.tables.simulate_table()`][scorebayes.tables.simulate_table]."""
         return {"on_simulator_error": self.on_simulator_error, "retries": self.retries,
                 "max_failure_fraction": self.max_failure_fraction}
 
@@ -325,8 +327,8 @@ def pop_execution(options: dict, *, faults: bool = True,
     ``faults=False``: only ``executor``, ``workers``, ``dask_address``, ``dask_tls`` (no
     simulator). ``dask_tls`` files are relative to ``base_dir`` (default: the working
     directory). ``stream_tables = true`` makes the current run directory
-    (:func:`current_store`) memory-map its reference tables instead of loading them
-    (:mod:`scorebayes.table_store`)."""
+    (`current_store()`) memory-map its reference tables instead of loading them
+    (`scorebayes.table_store`)."""
     from ..tables import FAULT_MODES
 
     keys = EXECUTION_KEYS if faults else EXECUTOR_KEYS
@@ -377,7 +379,7 @@ def pop_execution(options: dict, *, faults: bool = True,
 
 @contextlib.contextmanager
 def using_store(store: Any) -> Iterator[Any]:
-    """Make ``store`` (a :class:`~scorebayes.store.RunStore`) the run directory of the
+    """Make ``store`` (a [`RunStore`][scorebayes.store.RunStore]) the run directory of the
     methods run inside this block (set by ``scorebayes run --out DIR``)."""
     previous, _STORE[0] = _STORE[0], store
     try:
@@ -387,5 +389,5 @@ def using_store(store: Any) -> Iterator[Any]:
 
 
 def current_store() -> Any:
-    """The run directory set by :func:`using_store`, or ``None``."""
+    """The run directory set by `using_store()`, or ``None``."""
     return _STORE[0]

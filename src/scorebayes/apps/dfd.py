@@ -1,25 +1,25 @@
-r"""CLI method ``dfd-bayes``: a TOML config onto :func:`scorebayes.discrete.generalised_bayes`.
+r"""CLI method ``dfd-bayes``: a TOML config onto [`scorebayes.discrete.generalised_bayes()`][scorebayes.discrete.bayes.generalised_bayes].
 
-.. code-block:: toml
-
-    method = "dfd-bayes"
-    [model]
-    log_unnormalized = "model.py:logp"   # logp(theta [B, k], x [n, d]) -> [B, n]
-    domain = [[0, "inf"]]                # one [low, high] per data column; "inf"/"-inf" allowed
-    parameters = ["theta1", "theta2"]
-    # or: model = "builtin:cmp" (bernoulli, poisson, cmp, poisson-mixture, ising, pgm, cmp-gm),
-    #     with keyword arguments of the model (side, coding, edge_count, boundary, rate1, rate2)
-    [[prior]]                            # optional for built-ins (their paper prior)
-    dist = "gamma"
-    ...
-    [data]
-    observed = "sales.csv"               # integer data [n, d] (CSV or .npy)
-    counts = "stores"                    # optional: a frequency table; this column holds the counts
-    # or simulate: true_parameters = [4.0, 0.75] and n = 2000 (bernoulli, poisson, cmp)
-    [options]                            # generalised_bayes keywords, plus loss = "dfd" | "ksd"
-    num_bootstrap = 100                  # executor = "processes" | "dask", workers = N (bootstrap)
-    max_distance = 20.0                  # robust calibration (calibrate_beta): max_step = 1.0,
-    max_flagged = 0.1                    # max_distance = 20.0 (inf: no bound), max_flagged = 0.1
+```toml
+method = "dfd-bayes"
+[model]
+log_unnormalized = "model.py:logp"   # logp(theta [B, k], x [n, d]) -> [B, n]
+domain = [[0, "inf"]]                # one [low, high] per data column; "inf"/"-inf" allowed
+parameters = ["theta1", "theta2"]
+# or: model = "builtin:cmp" (bernoulli, poisson, cmp, poisson-mixture, ising, pgm, cmp-gm),
+#     with keyword arguments of the model (side, coding, edge_count, boundary, rate1, rate2)
+[[prior]]                            # optional for built-ins (their paper prior)
+dist = "gamma"
+...
+[data]
+observed = "sales.csv"               # integer data [n, d] (CSV or .npy)
+counts = "stores"                    # optional: a frequency table; this column holds the counts
+# or simulate: true_parameters = [4.0, 0.75] and n = 2000 (bernoulli, poisson, cmp)
+[options]                            # generalised_bayes keywords, plus loss = "dfd" | "ksd"
+num_bootstrap = 100                  # executor = "processes" | "dask", workers = N (bootstrap)
+max_distance = 20.0                  # robust calibration (calibrate_beta): max_step = 1.0,
+max_flagged = 0.1                    # max_distance = 20.0 (inf: no bound), max_flagged = 0.1
+```
 
 Extra ``summary.json`` keys: ``beta`` (the calibrated or given loss weight), ``n``, the
 calibration's full-data minimiser, and ``bootstrap_replicates`` / ``resumed_bootstrap``
@@ -203,7 +203,7 @@ def run(config: dict, *, base_dir: Path, out_dir: Path, seed: int, progress: boo
 
 
 class _Checked(BaseException):
-    """Raised by :class:`_StopLoss`: the options were accepted."""
+    """Raised by `_StopLoss`: the options were accepted."""
 
 
 class _StopLoss:
@@ -217,7 +217,7 @@ class _StopLoss:
 
 
 def _check_values(loss: Any, prior: Any, options: dict) -> None:
-    """Check the option values of :func:`generalised_bayes` before any expensive work: the
+    """Check the option values of [`generalised_bayes()`][scorebayes.discrete.bayes.generalised_bayes] before any expensive work: the
     calibration and the sampler validate their arguments, then evaluate the loss, which
     here stops them (``ConfigError`` for a bad value)."""
     calibration = ("num_bootstrap", "method", "init_steps", "init_lr", "steps", "lr", "max_step", "max_distance",

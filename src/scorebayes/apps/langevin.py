@@ -1,10 +1,10 @@
-"""CLI method ``score-langevin``: a config mapped onto :class:`scorebayes.sbi.ScoreLangevin`.
+"""CLI method ``score-langevin``: a config mapped onto [`scorebayes.sbi.ScoreLangevin`][scorebayes.sbi.estimator.ScoreLangevin].
 
-``[options]`` holds keyword arguments of :class:`~scorebayes.sbi.ScoreLangevin` and of its
-:meth:`~scorebayes.sbi.ScoreLangevin.sample` method (``num_samples``, ``chains``,
+``[options]`` holds keyword arguments of [`ScoreLangevin`][scorebayes.sbi.estimator.ScoreLangevin] and of its
+[`sample()`][scorebayes.sbi.estimator.ScoreLangevin.sample] method (``num_samples``, ``chains``,
 ``tempering``, ...). Tables map onto objects: ``schedule = {epochs = 200, batch_size = 256}``
-and ``mean_schedule`` onto :class:`~scorebayes.scores.training.TrainingSchedule`;
-``localization = {replicates = 50}`` onto :func:`scorebayes.sbi.localization.minimum_distance.localize` options.
+and ``mean_schedule`` onto [`TrainingSchedule`][scorebayes.scores.training.TrainingSchedule];
+``localization = {replicates = 50}`` onto [`scorebayes.sbi.localization.minimum_distance.localize()`][scorebayes.sbi.localization.minimum_distance.localize] options.
 ``weight_fn`` and ``support_fn`` may name ``"file.py:function"``. ``score_views = "builtin"``
 takes a builtin model's per-parameter data views (``Epidemic.score_views``).
 ``data_features`` may name ``"file.py:function"`` or be ``"builtin"``: the builtin epidemic's
@@ -14,12 +14,12 @@ network (``Epidemic.exchangeable_rates``); a list of coordinate-index lists ties
 ``shared_embedding = k`` (with ``score_views``) appends one learned embedding of the whole data
 view, k numbers, to every parameter's view.
 ``mh_correction = "quadrature"`` or ``"learned"`` replaces the unadjusted Langevin chains by
-MH-corrected MALA chains (:func:`scorebayes.samplers.sbi_mh.mh_correct`; of the sampling
+MH-corrected MALA chains ([`scorebayes.samplers.sbi_mh.mh_correct()`][scorebayes.samplers.sbi_mh.mh_correct]; of the sampling
 options only ``num_samples`` and ``chains`` apply then). ``mh_init = "ula"`` starts them from the
 Langevin chains instead (run with all the sampling options; the correction then keeps their
 count) and ``mh_jump_every = k`` makes every k-th step a pCN jump, so that chains stuck in a
 spurious region of the learned score can leave it (as on the M/G/1 queue).
-``calibration = {num_data_sets = 100}`` (any :func:`scorebayes.sbi.checks.calibration.calibrate` options, or
+``calibration = {num_data_sets = 100}`` (any [`scorebayes.sbi.checks.calibration.calibrate()`][scorebayes.sbi.checks.calibration.calibrate] options, or
 ``true`` for its defaults) checks the fit afterwards by simulation-based calibration on the table's
 proposal: ``calibration.md`` (coverage and mean standardised error per parameter),
 ``calibration_ranks.png`` and ``summary.json["calibration"]``. A failure there is reported in

@@ -1,15 +1,15 @@
 """The typed configuration schema of ``scorebayes run``: one per method, checked before any work.
 
-:func:`validate` checks a parsed TOML config, ``method``, ``seed``, ``[model]``, ``[[prior]]``
+`validate()` checks a parsed TOML config, ``method``, ``seed``, ``[model]``, ``[[prior]]``
 (or ``prior = "file.py:fn"``), ``[data]`` and ``[options]``, before any file of the user's is
-imported and before any simulation, and raises :class:`~scorebayes.apps.schema_types.SchemaError`
-(a :class:`~scorebayes.config.ConfigError`) with one line: the table and key, the value given,
+imported and before any simulation, and raises `SchemaError`
+(a `ConfigError`) with one line: the table and key, the value given,
 what is allowed and, for a misspelled key, the closest valid one. Each ``[[prior]]`` table's
 arguments are checked against the torch distribution's ``arg_constraints``.
-:func:`cli_reference` renders every key's type, default and meaning as Markdown.
+`cli_reference()` renders every key's type, default and meaning as Markdown.
 
 Why dataclasses with a small validator rather than pydantic: the ``[options]`` keys are derived
-from the library's own signatures and settings dataclasses (:mod:`.schema_options`), TOML has
+from the library's own signatures and settings dataclasses (`schema_options`), TOML has
 only a handful of value types, and the messages must follow one exact one-line format
 (pydantic's are multi-line and would be reformatted anyway); this keeps the CLI free of a
 further dependency. The method modules still check what needs the user's code (shapes of

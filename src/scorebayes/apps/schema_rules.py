@@ -2,8 +2,8 @@
 with ``n``; ``mh_init`` needs ``mh_correction``; ``k`` at most ``num_simulations``; ...).
 
 Each rule is ``rule(config, d) -> None`` (``d``: the number of ``[[prior]]`` tables, or ``None``)
-and raises :class:`~scorebayes.apps.schema_types.SchemaError` with one line. They run after every
-table has been checked on its own (:func:`scorebayes.apps.schema.validate`).
+and raises `SchemaError` with one line. They run after every
+table has been checked on its own (`scorebayes.apps.schema.validate()`).
 """
 
 from __future__ import annotations

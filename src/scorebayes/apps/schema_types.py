@@ -1,8 +1,8 @@
 """The value types of the configuration schema and the check of one table against its keys.
 
-A :class:`Key` is a name, a value type (:class:`Int`, :class:`Float`, :class:`Str`, ...), a
-default and a one-line meaning; :func:`check_table` checks a TOML table against a dict of keys
-and raises :class:`SchemaError` (a :class:`~scorebayes.config.ConfigError`) at the first bad
+A `Key` is a name, a value type (`Int`, `Float`, `Str`, ...), a
+default and a one-line meaning; `check_table()` checks a TOML table against a dict of keys
+and raises `SchemaError` (a `ConfigError`) at the first bad
 key, with one line naming the table, the key, the value given, what is allowed and, for a
 misspelled key, the closest valid name. Each type's ``name`` is its entry in the CLI reference.
 """
@@ -192,7 +192,7 @@ class ListOf(Type):
 
 @dataclass(frozen=True)
 class Table(Type):
-    """A table; with ``keys``, each of its keys is checked (:func:`check_table`)."""
+    """A table; with ``keys``, each of its keys is checked (`check_table()`)."""
 
     keys: dict[str, Key] | None = None
     what: str = "table"
@@ -309,10 +309,10 @@ class Key:
 
 def check_table(table: Any, keys: dict[str, Key], where: str, base_dir: Path | None,
                 refused: dict[str, str] | None = None) -> None:
-    """Check ``table`` against ``keys`` (nested :class:`Table` keys too).
+    """Check ``table`` against ``keys`` (nested `Table` keys too).
 
     ``refused``: keys that exist elsewhere but not here, with the reason. Raises
-    :class:`SchemaError` at the first unknown, missing or ill-typed key."""
+    `SchemaError` at the first unknown, missing or ill-typed key."""
     if not isinstance(table, dict):
         raise SchemaError("", where.strip("[]") or "config", "must be a table", table)
     for name, value in table.items():

@@ -1,14 +1,16 @@
 """CLI method ``score-mh``: MH-corrected samples of a target known only through samples.
 
-Config::
+Config:
 
-    method = "score-mh"
-    [data]
-    observed = "samples.csv"     # [N, d] samples of the target; the header names the columns
-    [options]                    # keyword arguments of scorebayes.scoremh.pipeline.score_mh
-    proposal = "mala"            # rw | mala | pcn | ula
-    acceptance = "learned"       # learned | taylor | quadrature
-    score_model = "ism"          # ism | ssm | dsm
+```toml
+method = "score-mh"
+[data]
+observed = "samples.csv"     # [N, d] samples of the target; the header names the columns
+[options]                    # keyword arguments of scorebayes.scoremh.pipeline.score_mh
+proposal = "mala"            # rw | mala | pcn | ula
+acceptance = "learned"       # learned | taylor | quadrature
+score_model = "ism"          # ism | ssm | dsm
+```
 
 Writes (besides the CLI's standard files) ``samples_vs_data.png``: the draws over the data.
 """

@@ -1,14 +1,14 @@
-r"""Baselines of the Langevin SBI paper, each returning a :class:`~scorebayes.posterior.Posterior`.
+r"""Baselines of the Langevin SBI paper, each returning a [`Posterior`][scorebayes.posterior.Posterior].
 
-- :func:`abc_w1`: rejection ABC with the exact 1-Wasserstein distance between data sets;
-- :func:`abc_pmc`: ABC by population Monte Carlo on summaries, importance-weighted and
+- `abc_w1()`: rejection ABC with the exact 1-Wasserstein distance between data sets;
+- `abc_pmc()`: ABC by population Monte Carlo on summaries, importance-weighted and
   regression-adjusted (a reference posterior without a score model);
-- :func:`bsl`: Bayesian synthetic likelihood inside random-walk Metropolis-Hastings;
-- :func:`npe`: neural posterior estimation with a masked autoregressive flow (``sbi``);
-- :func:`gaussian_npe`: the Gaussian NPE of Chatha et al. (epidemic example).
+- `bsl()`: Bayesian synthetic likelihood inside random-walk Metropolis-Hastings;
+- `npe()`: neural posterior estimation with a masked autoregressive flow (``sbi``);
+- `gaussian_npe()`: the Gaussian NPE of Chatha et al. (epidemic example).
 
-Each can draw its parameters from the prior or from a localized proposal :math:`q`
-(``sampler=``); draws from :math:`q` are reweighted by the self-normalised :math:`\pi/q`.
+Each can draw its parameters from the prior or from a localized proposal $q$
+(``sampler=``); draws from $q$ are reweighted by the self-normalised $\pi/q$.
 ``info["simulations"]`` counts simulated data sets of the observed size.
 """
 

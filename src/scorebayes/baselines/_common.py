@@ -1,17 +1,19 @@
 r"""Parts shared by the baselines: observed-data checks, streamed reference tables, pi/q weights.
 
 Streaming. ABC keeps only a distance per simulated data set and NPE only a summary, so
-the paper's largest tables (:math:`N = 10^6` data sets of :math:`1000 \times 2` for the
-monotone regression, 16 GB) never need to be held in memory: :func:`simulate_reduced`
-draws the table block by block exactly as :func:`scorebayes.tables.simulate_table` does
+the paper's largest tables ($N = 10^6$ data sets of $1000 \times 2$ for the
+monotone regression, 16 GB) never need to be held in memory: `simulate_reduced()`
+draws the table block by block exactly as [`scorebayes.tables.simulate_table()`][scorebayes.tables.simulate_table] does
 (same seeds, so the same rows) and applies a ``reducer(x [B, n, p]) -> [B, ...]`` to
 each block, in-process or in the workers of an executor.
 
-Importance weights. When the table parameters come from a proposal :math:`q` instead of
-the prior :math:`\pi`, the baselines' draws are reweighted by the self-normalised
+Importance weights. When the table parameters come from a proposal $q$ instead of
+the prior $\pi$, the baselines' draws are reweighted by the self-normalised
 
-.. math:: w_i \propto \frac{\pi(\theta_i)}{q(\theta_i)}\,\mathbb 1\{\theta_i \in
-          \operatorname{supp}\pi\}, \qquad \mathrm{ESS} = \Big(\sum_i w_i^2\Big)^{-1}
+$$
+w_i \propto \frac{\pi(\theta_i)}{q(\theta_i)}\,\mathbb 1\{\theta_i \in
+\operatorname{supp}\pi\}, \qquad \mathrm{ESS} = \Big(\sum_i w_i^2\Big)^{-1}
+$$
 
 (Kish's effective sample size).
 """
@@ -96,7 +98,7 @@ def _in_support(prior: Distribution, theta: Tensor) -> Tensor:
 
 
 def importance_weights(theta: Tensor, prior: Distribution, sampler: Any) -> Tensor | None:
-    r"""Self-normalised :math:`w_i \propto \pi(\theta_i)/q(\theta_i)` for ``theta [N, d]``.
+    r"""Self-normalised $w_i \propto \pi(\theta_i)/q(\theta_i)$ for ``theta [N, d]``.
 
     Returns ``None`` when ``sampler`` is the prior itself. Rows outside the prior's
     support get weight 0.
@@ -122,11 +124,11 @@ def importance_weights(theta: Tensor, prior: Distribution, sampler: Any) -> Tens
 
 
 def pareto_smooth(weights: Tensor | None, smoothing: str | None = "psis") -> tuple[Tensor | None, float | None]:
-    r"""Pareto-smoothed importance weights and their :math:`\hat k` diagnostic.
+    r"""Pareto-smoothed importance weights and their $\hat k$ diagnostic.
 
     PSIS replaces the largest raw weights by expected order statistics of a generalised Pareto
     fit to the tail (``arviz.psislw``), which bounds the variance that a few huge
-    :math:`\pi/q` ratios cause in the tails of :math:`q`. :math:`\hat k > 0.7` means that the
+    $\pi/q$ ratios cause in the tails of $q$. $\hat k > 0.7$ means that the
     weighted estimates are unreliable even after smoothing (report it, do not hide it).
     ``smoothing=None`` returns the weights unchanged (the paper's plain self-normalisation).
 
@@ -134,7 +136,7 @@ def pareto_smooth(weights: Tensor | None, smoothing: str | None = "psis") -> tup
         weights: self-normalised weights ``[N]`` (``None``: unweighted, returned as is).
 
     References:
-        | Pareto smoothed importance sampling (Vehtari, Simpson, Gelman, Yao, Gabry, JMLR 2024)
+        - Pareto smoothed importance sampling (Vehtari, Simpson, Gelman, Yao, Gabry, JMLR 2024)
     """
     if smoothing not in (None, "psis"):
         raise ValueError(f"weight smoothing must be None or 'psis', got {smoothing!r}")
@@ -179,7 +181,7 @@ def check_training_options(weight_smoothing: str | None, validation_fraction: fl
 
 def weighted_draws(draws: Tensor, prior: Distribution, sampler: Any, smoothing: str | None,
                    support_acceptance: float) -> tuple[Tensor | None, dict[str, Any]]:
-    """The (smoothed) :math:`\\pi/q` weights of posterior ``draws [M, d]`` and their ``info``:
+    r"""The (smoothed) $\pi/q$ weights of posterior ``draws [M, d]`` and their ``info``:
     ``support_acceptance``, ``weighted``, ``ess`` (Kish) and ``pareto_k``."""
     weights, pareto_k = pareto_smooth(importance_weights(draws, prior, sampler), smoothing)
     return weights, {"support_acceptance": support_acceptance, "weighted": weights is not None,
@@ -187,7 +189,7 @@ def weighted_draws(draws: Tensor, prior: Distribution, sampler: Any, smoothing: 
 
 
 def kish_ess(weights: Tensor | None, num: int) -> float:
-    """Kish's effective sample size :math:`1/\\sum w_i^2` (``num`` when unweighted)."""
+    r"""Kish's effective sample size $1/\sum w_i^2$ (``num`` when unweighted)."""
     return float(num) if weights is None else float(1.0 / (weights**2).sum())
 
 

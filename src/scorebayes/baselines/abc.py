@@ -1,30 +1,32 @@
 r"""Rejection ABC with the 1-Wasserstein distance between data sets (Bernton et al., 2019).
 
-Simulate :math:`N` pairs :math:`(\theta_i, \mathbf X^{(i)})`, :math:`\theta_i \sim q`
-(the prior :math:`\pi` or a localized proposal), rank them by the exact 1-Wasserstein
+Simulate $N$ pairs $(\theta_i, \mathbf X^{(i)})$, $\theta_i \sim q$
+(the prior $\pi$ or a localized proposal), rank them by the exact 1-Wasserstein
 distance between the empirical distributions of the simulated and the observed data,
 
-.. math:: W_1(\hat\mu_{\mathbf X^{(i)}}, \hat\mu_{\mathbf X^*}) = \min_{P \in U(a, b)}
-          \sum_{j,l} P_{jl}\, \lVert X^{(i)}_j - X^*_l \rVert_2,
-          \qquad a = \mathbf 1_m/m,\; b = \mathbf 1_n/n,
+$$
+W_1(\hat\mu_{\mathbf X^{(i)}}, \hat\mu_{\mathbf X^*}) = \min_{P \in U(a, b)}
+\sum_{j,l} P_{jl}\, \lVert X^{(i)}_j - X^*_l \rVert_2,
+\qquad a = \mathbf 1_m/m,\; b = \mathbf 1_n/n,
+$$
 
-and keep the :math:`k` closest. The optimal transport problem is solved exactly by POT's
-network simplex (``ot.emd2``); for :math:`p = 1` the quantile formula
-:math:`W_1 = \int |F^{-1}(u) - G^{-1}(u)|\,du` (a sort) is exact and used instead. When the
-parameters come from :math:`q \ne \pi` the kept draws carry self-normalised weights
-:math:`\pi/q` (zero outside the prior's support). For the epidemic
-model the point cloud is the :math:`T` rows of the summary matrix :math:`S` (data passed
+and keep the $k$ closest. The optimal transport problem is solved exactly by POT's
+network simplex (``ot.emd2``); for $p = 1$ the quantile formula
+$W_1 = \int |F^{-1}(u) - G^{-1}(u)|\,du$ (a sort) is exact and used instead. When the
+parameters come from $q \ne \pi$ the kept draws carry self-normalised weights
+$\pi/q$ (zero outside the prior's support). For the epidemic
+model the point cloud is the $T$ rows of the summary matrix $S$ (data passed
 as ``[T, J+2]``).
 
 The table is streamed: only ``theta`` and one distance per data set are kept, so
-:math:`N = 10^6` large data sets fit in memory.
+$N = 10^6$ large data sets fit in memory.
 
 References:
-    | Approximate Bayesian computation with the Wasserstein distance
+    - Approximate Bayesian computation with the Wasserstein distance
       (Bernton, Jacob, Gerber, Robert, 2019), JRSS B.
-    | https://arxiv.org/abs/1905.03747
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
-    | https://arxiv.org/abs/2509.03853 (Sec. 5, baselines)
+      <https://arxiv.org/abs/1905.03747>
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+      <https://arxiv.org/abs/2509.03853> (Sec. 5, baselines)
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def _w1_sorted_1d(x: Tensor, y: Tensor) -> Tensor:
 
 
 def wasserstein1(x: Tensor, y: Tensor) -> Tensor:
-    r"""Exact :math:`W_1` between each simulated data set and one observed data set.
+    r"""Exact $W_1$ between each simulated data set and one observed data set.
 
     Euclidean ground cost, uniform weights. ``p = 1``: sorting; ``p > 1``: ``ot.emd2``
     on ``ot.dist(x_b, y, metric="euclidean")``.
@@ -75,7 +77,7 @@ def wasserstein1(x: Tensor, y: Tensor) -> Tensor:
     Returns:
         distances ``[B]`` float64 (a 0-d tensor for a single ``[m, p]`` input).
 
-    Example:
+    Examples:
         >>> wasserstein1(torch.tensor([[[0.0], [1.0]]]), torch.tensor([[0.5], [1.5]]))
         tensor([0.5000], dtype=torch.float64)
         >>> a = torch.tensor([[0.0, 0.0], [1.0, 0.0]])
@@ -133,22 +135,22 @@ def abc_w1(
     generator: torch.Generator | None = None,
     progress: bool = False,
 ) -> Posterior:
-    r"""Rejection ABC keeping the ``k`` parameters whose data sets are closest in :math:`W_1`.
+    r"""Rejection ABC keeping the ``k`` parameters whose data sets are closest in $W_1$.
 
-    Paper settings: M/G/1 :math:`N = 20{,}000` prior draws, :math:`k = 200`; monotone
-    regression :math:`N = 10^6` from :math:`q`, :math:`k = 1{,}000`; epidemic (rows of
-    :math:`S`) :math:`N = 8{,}000` (setting 1) or :math:`20{,}000` from :math:`q`
-    (setting 2), :math:`k = 100`.
+    Paper settings: M/G/1 $N = 20{,}000$ prior draws, $k = 200$; monotone
+    regression $N = 10^6$ from $q$, $k = 1{,}000$; epidemic (rows of
+    $S$) $N = 8{,}000$ (setting 1) or $20{,}000$ from $q$
+    (setting 2), $k = 100$.
 
     Arguments:
         x_obs: observed data ``[n, p]``.
-        prior: :math:`\pi`, a ``Distribution`` with event shape ``[d]``.
+        prior: $\pi$, a ``Distribution`` with event shape ``[d]``.
         simulator: batched ``(theta [B, d], n, generator) -> x [B, n, p]``; the table of
             ``num_simulations`` data sets of size ``n`` is drawn (and streamed) here, with
-            the rows of :func:`scorebayes.tables.simulate_table` for the same seed.
-        num_simulations: :math:`N` (with ``simulator``).
+            the rows of [`scorebayes.tables.simulate_table()`][scorebayes.tables.simulate_table] for the same seed.
+        num_simulations: $N$ (with ``simulator``).
         table: alternatively, a stored table with ``theta [N, d]`` and ``x [N, m, p]``.
-        sampler: the distribution :math:`q` of the table's parameters (``PriorSampler``
+        sampler: the distribution $q$ of the table's parameters (``PriorSampler``
             or ``GaussianProposal``); ``None`` means the prior (no reweighting).
         k: number of draws kept.
         names: ``d`` parameter names.
@@ -159,7 +161,7 @@ def abc_w1(
         progress: show progress bars.
 
     Returns:
-        :class:`~scorebayes.posterior.Posterior` of ``k`` draws ``[1, k, d]`` in table order,
+        [`Posterior`][scorebayes.posterior.Posterior] of ``k`` draws ``[1, k, d]`` in table order,
         weighted when ``sampler`` is not the prior; ``info`` has ``method``,
         ``simulations`` (data sets), ``seconds``, ``k``, ``epsilon`` (the k-th distance)
         and ``ess`` (Kish).

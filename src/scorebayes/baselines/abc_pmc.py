@@ -1,38 +1,40 @@
 r"""ABC by population Monte Carlo with importance weights and regression adjustment.
 
 A reference posterior for a simulator when no score model should be trusted, at a cost of some
-:math:`10^4` simulations a round. Work in the prior's unconstrained coordinates
-:math:`u = T^{-1}(\theta)` (prior density :math:`\pi_u`). Round 0 simulates from the prior;
-round :math:`r \ge 1` from a multivariate Student :math:`t_4` proposal :math:`q_r` located at
+$10^4$ simulations a round. Work in the prior's unconstrained coordinates
+$u = T^{-1}(\theta)$ (prior density $\pi_u$). Round 0 simulates from the prior;
+round $r \ge 1$ from a multivariate Student $t_4$ proposal $q_r$ located at
 the weighted mean of the previous round's kept rows, with twice their weighted covariance
 (Beaumont, Cornuet, Marin & Robert 2009). All rounds are pooled with the deterministic-mixture
-density :math:`\bar q = \frac1{R+1}\sum_{r=0}^{R} q_r` (:math:`q_0 = \pi_u`, or a localized
+density $\bar q = \frac1{R+1}\sum_{r=0}^{R} q_r$ ($q_0 = \pi_u$, or a localized
 proposal given as ``sampler``; Owen & Zhou 2000),
 and each round keeps the ``k`` pooled rows whose summaries lie nearest the observed one,
 
-.. math:: \rho_i = (t_i - t^*)^\top \Sigma^{-1} (t_i - t^*), \qquad
-          w_i \propto \Bigl(1 - \frac{\rho_i}{\varepsilon}\Bigr)\,
-          \frac{\pi_u(u_i)}{\bar q(u_i)},
+$$
+\rho_i = (t_i - t^*)^\top \Sigma^{-1} (t_i - t^*), \qquad
+w_i \propto \Bigl(1 - \frac{\rho_i}{\varepsilon}\Bigr)\,
+\frac{\pi_u(u_i)}{\bar q(u_i)},
+$$
 
-with :math:`\varepsilon` the :math:`(k+1)`-th smallest :math:`\rho` (an Epanechnikov kernel), the
-ratio Pareto-smoothed (PSIS, its :math:`\hat k` reported). The metric :math:`\Sigma` is set anew
+with $\varepsilon$ the $(k+1)$-th smallest $\rho$ (an Epanechnikov kernel), the
+ratio Pareto-smoothed (PSIS, its $\hat k$ reported). The metric $\Sigma$ is set anew
 each round from the latest round's simulations: by default (``metric="residual"``) the
-covariance of the residuals of a linear regression of :math:`t` on :math:`u`, the summaries'
+covariance of the residuals of a linear regression of $t$ on $u$, the summaries'
 noise at fixed parameters near the posterior, so directions the parameters move are not
 down-weighted by their own spread; ``metric="spread"`` takes the summaries' plain covariance
 (the usual scaling by the proposal's predictive spread). Any fixed metric gives a valid ABC
-posterior as :math:`\varepsilon \to 0`; the last round's metric ranks the whole pool. The final draws are
+posterior as $\varepsilon \to 0$; the last round's metric ranks the whole pool. The final draws are
 Beaumont, Zhang & Balding's (2002) weighted local-linear adjustment
-:math:`u_i - \hat B^\top (t_i - t^*)`, mapped back to :math:`\theta`.
+$u_i - \hat B^\top (t_i - t^*)$, mapped back to $\theta$.
 
 The proposal is fitted to the kept rows themselves, not to the adjusted draws: those are
-narrower than the rows (which fill the :math:`\varepsilon`-ball), and a proposal fitted to them
-leaves rows in its own tails with weights :math:`\propto 1/q`. On the 12-parameter epidemic at
-:math:`\theta^*` that choice took Pareto :math:`\hat k` above 0.7 on 26 of 40 data sets; fitted to
+narrower than the rows (which fill the $\varepsilon$-ball), and a proposal fitted to them
+leaves rows in its own tails with weights $\propto 1/q$. On the 12-parameter epidemic at
+$\theta^*$ that choice took Pareto $\hat k$ above 0.7 on 26 of 40 data sets; fitted to
 the rows, 8 of 40.
 
-Each round's simulations run in blocks of ``block_size`` rows, block :math:`b` of round
-:math:`r` with its own generator ``make_generator(seed, "abc_pmc", r, b)`` and its summaries
+Each round's simulations run in blocks of ``block_size`` rows, block $b$ of round
+$r$ with its own generator ``make_generator(seed, "abc_pmc", r, b)`` and its summaries
 computed where it was simulated, so an executor (a process pool or a Dask cluster) returns only
 the summaries and gives the same numbers as a run in-process.
 
@@ -40,11 +42,11 @@ Shapes: ``simulator(theta [B, d], n, generator) -> x [B, n, p]``; ``summary(x [B
 t [B, s]``.
 
 References:
-    | Adaptive approximate Bayesian computation (Beaumont, Cornuet, Marin, Robert 2009),
+    - Adaptive approximate Bayesian computation (Beaumont, Cornuet, Marin, Robert 2009),
       Biometrika 96(4).
-    | Approximate Bayesian computation in population genetics (Beaumont, Zhang, Balding 2002),
+    - Approximate Bayesian computation in population genetics (Beaumont, Zhang, Balding 2002),
       Genetics 162(4).
-    | Safe and effective importance sampling (Owen, Zhou 2000), JASA 95(449).
+    - Safe and effective importance sampling (Owen, Zhou 2000), JASA 95(449).
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ __all__ = ["abc_pmc", "StudentProposal"]
 @dataclass
 class _Pool:
     r"""The pooled rows of all rounds so far (``u`` unconstrained, ``t`` summaries), the latest
-    round's rows (they set the metric), the proposals :math:`q_1, q_2, \dots` and the per-round
+    round's rows (they set the metric), the proposals $q_1, q_2, \dots$ and the per-round
     ``epsilon`` / ``ess`` / ``k_hat``; ``done`` rounds were restored from a checkpoint when
     ``resumed``, ``reused_rows`` rows from the blocks of a round that failed."""
 
@@ -111,25 +113,25 @@ def abc_pmc(
 
     Arguments:
         x_obs: observed data ``[n, p]`` (``[n]``: p = 1).
-        prior: :math:`\pi`, a ``Distribution`` with event shape ``[d]``.
+        prior: $\pi$, a ``Distribution`` with event shape ``[d]``.
         simulator: batched ``(theta [B, d], n, generator) -> x [B, n, p]``.
         summary: ``x [B, n, p] -> t [B, s]``, e.g. ``baselines.mean_sd_summary``; ABC is the
             posterior given ``t``, so the summary decides what the data can say.
-        rounds: adaptive rounds :math:`R \ge 1` after round 0 (from the prior or ``sampler``).
+        rounds: adaptive rounds $R \ge 1$ after round 0 (from the prior or ``sampler``).
         simulations_per_round: data sets simulated per round (the total is
             ``(rounds + 1) * simulations_per_round``).
         k: rows kept from the pool (at least 10, below ``simulations_per_round``); with a fixed
-            ``k`` the growing pool shrinks :math:`\varepsilon` round by round.
+            ``k`` the growing pool shrinks $\varepsilon$ round by round.
         adjust: apply the weighted local-linear regression adjustment.
         metric: ``"residual"`` or ``"spread"``, the summaries' covariance that scales the
             distance (above).
-        sampler: round 0's proposal :math:`q_0` instead of the prior, e.g. a localized
+        sampler: round 0's proposal $q_0$ instead of the prior, e.g. a localized
             ``GaussianProposal`` or ``MixtureProposal`` (anything with ``sample(num, generator)
             -> theta`` and ``log_prob_unconstrained(u)``); it must cover the posterior. With a
             summary that identifies the parameters only near the truth (a learned score at one
             point, say), a prior start can find far modes of the posterior given the summary;
             a localized start keeps to the mode around it.
-        store: a :class:`~scorebayes.store.RunStore`: each block's summaries are saved as it
+        store: a [`RunStore`][scorebayes.store.RunStore]: each block's summaries are saved as it
             arrives (``arrays/abc_pmc/blocks``), and the pool, the proposals and the random
             state are checkpointed after every round (``abc_pmc/pool``; the round's blocks are
             then deleted). A re-run with the same settings and seed resumes after the last round
@@ -139,7 +141,7 @@ def abc_pmc(
         block_size: rows simulated per task; bounds the memory of one simulator call. Each
             block has its own generator, so the draws depend on it (not on the executor).
         executor: ``None`` (in-process) or a ``concurrent.futures.Executor`` (e.g.
-            :func:`scorebayes.parallel.make_executor`'s process pool or Dask client) that
+            [`scorebayes.parallel.make_executor()`][scorebayes.parallel.make_executor]'s process pool or Dask client) that
             simulates and summarises the blocks; ``simulator`` and ``summary`` must then be
             picklable. The draws are the same as in-process.
         names: ``d`` parameter names.
@@ -147,7 +149,7 @@ def abc_pmc(
         progress: a progress bar over the rounds, and one over each round's blocks.
 
     Returns:
-        :class:`~scorebayes.posterior.Posterior` of ``k`` weighted draws ``[1, k, d]``;
+        [`Posterior`][scorebayes.posterior.Posterior] of ``k`` weighted draws ``[1, k, d]``;
         ``info`` has ``method``, ``simulations``, ``resumed_simulations`` (rows read from
         ``store``), ``seconds``, ``k``, ``epsilon``, ``ess`` (Kish), ``k_hat`` (PSIS; above
         0.7 the weights are unreliable) and ``rounds``, the per-round ``epsilon`` / ``ess`` /
@@ -280,7 +282,7 @@ def _keep(run: PMCSettings, pool: _Pool) -> tuple[Tensor, Tensor, float, float |
 def _round(run: PMCSettings, pool: _Pool, g: torch.Generator, r: int, idx: Tensor,
            w: Tensor) -> tuple[Tensor, Tensor, float, float | None]:
     """Adaptive round ``r``: fit q_r to the kept rows ``idx`` (weights ``w``), simulate from it,
-    pool, keep and checkpoint; returns the new kept rows as :func:`_keep` does."""
+    pool, keep and checkpoint; returns the new kept rows as `_keep()` does."""
     positive = w > 0
     pool.proposals.append(StudentProposal(pool.u[idx][positive], w[positive]))
     u_new = pool.proposals[-1].sample(run.simulations_per_round, g)
@@ -295,7 +297,7 @@ def _round(run: PMCSettings, pool: _Pool, g: torch.Generator, r: int, idx: Tenso
 
 
 def _info(run: PMCSettings, pool: _Pool, eps: float, k_hat: float | None, seconds: float) -> dict[str, Any]:
-    """The posterior's ``info`` (see :func:`abc_pmc`)."""
+    """The posterior's ``info`` (see `abc_pmc()`)."""
     per_round = run.simulations_per_round
     return {
         "method": "abc-pmc",

@@ -1,38 +1,40 @@
 r"""Bayesian synthetic likelihood (Price, Drovandi, Lee and Nott, 2018).
 
-The intractable likelihood of the summary :math:`s_{obs} = s(\mathbf X^*)` is replaced by a
-Gaussian whose moments are estimated from :math:`M` simulations at each proposed
-:math:`\theta`,
+The intractable likelihood of the summary $s_{obs} = s(\mathbf X^*)$ is replaced by a
+Gaussian whose moments are estimated from $M$ simulations at each proposed
+$\theta$,
 
-.. math:: \hat p(s_{obs} \mid \theta) = \mathcal N(s_{obs};\, \hat\mu_\theta, \hat\Sigma_\theta),
-          \quad \hat\mu_\theta = \frac1M \sum_{m} s_m, \quad
-          \hat\Sigma_\theta = \frac{1}{M-1}\sum_m (s_m - \hat\mu_\theta)(s_m - \hat\mu_\theta)^\top,
+$$
+\hat p(s_{obs} \mid \theta) = \mathcal N(s_{obs};\, \hat\mu_\theta, \hat\Sigma_\theta),
+\quad \hat\mu_\theta = \frac1M \sum_{m} s_m, \quad
+\hat\Sigma_\theta = \frac{1}{M-1}\sum_m (s_m - \hat\mu_\theta)(s_m - \hat\mu_\theta)^\top,
+$$
 
 inside a random-walk Metropolis-Hastings chain on the unconstrained parameter
-:math:`u = T^{-1}(\theta)` (:class:`~scorebayes.priors.ParameterSpace`) with target
-:math:`\hat p(s_{obs} \mid T(u))\, \pi(T(u))\, |\det J_T(u)|`. As in pseudo-marginal MCMC
+$u = T^{-1}(\theta)$ ([`ParameterSpace`][scorebayes.priors.ParameterSpace]) with target
+$\hat p(s_{obs} \mid T(u))\, \pi(T(u))\, |\det J_T(u)|$. As in pseudo-marginal MCMC
 the estimate at the current state is kept until the next acceptance.
 
-Proposal: :math:`u' = u + \sigma L z`, :math:`z \sim \mathcal N(0, I)`.
-:math:`LL^\top` is the diagonal of the localized proposal :math:`q` when given (kept, unless
+Proposal: $u' = u + \sigma L z$, $z \sim \mathcal N(0, I)$.
+$LL^\top$ is the diagonal of the localized proposal $q$ when given (kept, unless
 ``adapt_covariance=True``), otherwise it is re-estimated from the chains (pooled
 within-chain covariance, rescaled to the current proposal's volume) at the end of doubling
-windows of the burn-in, which doubles as the pilot run. The scale :math:`\sigma` starts at
-:math:`2.38/\sqrt d` (times 0.1 without :math:`q`, the initial shape being the prior's
+windows of the burn-in, which doubles as the pilot run. The scale $\sigma$ starts at
+$2.38/\sqrt d$ (times 0.1 without $q$, the initial shape being the prior's
 spread) and is adapted during burn-in by Robbins-Monro,
-:math:`\log\sigma \mathrel{+}= t^{-0.6}(\bar a_t - a^*)`, towards the acceptance rate
-:math:`a^* = 0.25`; everything is frozen after burn-in. Chains start at the mean of
-:math:`q`, or at prior draws without localization.
+$\log\sigma \mathrel{+}= t^{-0.6}(\bar a_t - a^*)$, towards the acceptance rate
+$a^* = 0.25$; everything is frozen after burn-in. Chains start at the mean of
+$q$, or at prior draws without localization.
 
 All ``C`` chains advance together: one batched simulator call with ``C * M`` data sets
 per iteration. Cost: chains x length x M data sets.
 
-Reliability: with ``store`` (a :class:`~scorebayes.store.RunStore`) the whole
+Reliability: with ``store`` (a [`RunStore`][scorebayes.store.RunStore]) the whole
 chain state (states, estimates, adaptation, generator state) is checkpointed atomically
 every ``checkpoint_every`` iterations, and a re-run continues from the last checkpoint to
 bit-identical draws. With ``on_simulator_error = "skip"``/``"retry"`` a batch call that
 raises is re-run chain by chain (``retries`` tries each); a proposal whose simulations keep
-failing, or are non-finite, gets :math:`\hat p = 0` and is rejected, and is counted.
+failing, or are non-finite, gets $\hat p = 0$ and is rejected, and is counted.
 
 Paper settings (defaults follow the M/G/1 queue):
 
@@ -40,15 +42,15 @@ Paper settings (defaults follow the M/G/1 queue):
 example         summary                          chains x length      sims/iteration M
 ==============  ===============================  ==================  ======================
 M/G/1           mean and element-wise SD of X_n  10 x 3000 (1000 bi)  100
-monotone        :math:`D^\top y`                 10 x 1200 (200 bi)   100
+monotone        $D^\top y$                 10 x 1200 (200 bi)   100
 epidemic        mean and SD of the rows of S     10 x 1000 (200 bi)   100 (set. 1), 200 (2)
 ==============  ===============================  ==================  ======================
 
 References:
-    | Bayesian synthetic likelihood (Price, Drovandi, Lee, Nott, 2018), JCGS 27(1).
-    | https://doi.org/10.1080/10618600.2017.1302882
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
-    | https://arxiv.org/abs/2509.03853 (Sec. 5, baselines)
+    - Bayesian synthetic likelihood (Price, Drovandi, Lee, Nott, 2018), JCGS 27(1).
+      <https://doi.org/10.1080/10618600.2017.1302882>
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+      <https://arxiv.org/abs/2509.03853> (Sec. 5, baselines)
 """
 
 from __future__ import annotations
@@ -109,14 +111,14 @@ def bsl(
     Arguments:
         x_obs: observed data ``[n, p]``.
         simulator: batched ``(theta [B, d], n, generator) -> x [B, n, p]``.
-        prior: :math:`\pi`, a ``Distribution`` with event shape ``[d]``.
+        prior: $\pi$, a ``Distribution`` with event shape ``[d]``.
         summary: ``x [B, n, p] -> [B, k]`` (default: mean and SD of each column).
-        num_chains: :math:`C`.
-        num_steps: chain length :math:`L` including burn-in (the initial state counts).
+        num_chains: $C$.
+        num_steps: chain length $L$ including burn-in (the initial state counts).
         burn_in: states dropped from the start of each chain (the adaptation phase).
-        num_sims: :math:`M` simulations per likelihood estimate (``>= 2``, and ``> k``
+        num_sims: $M$ simulations per likelihood estimate (``>= 2``, and ``> k``
             for a non-singular covariance).
-        sampler: a localized ``GaussianProposal`` :math:`q`: its mean initialises the
+        sampler: a localized ``GaussianProposal`` $q$: its mean initialises the
             chains and its diagonal shapes the random walk. ``None``/prior: prior draws
             and a covariance estimated during burn-in.
         init: optional initial ``theta [d]`` or ``[C, d]`` (overrides ``sampler``).
@@ -132,12 +134,12 @@ def bsl(
         on_simulator_error: ``"raise"`` (default), ``"skip"`` or ``"retry"`` (``retries``
             tries per chain): a proposal whose simulations fail or are non-finite is rejected
             and counted; more than ``max_failure_fraction`` of all proposals raises.
-        store: a :class:`~scorebayes.store.RunStore`: checkpoint ``bsl/chain`` every
+        store: a [`RunStore`][scorebayes.store.RunStore]: checkpoint ``bsl/chain`` every
             ``checkpoint_every`` iterations and resume from it (needs ``generator``).
 
     Returns:
-        :class:`~scorebayes.posterior.Posterior` with ``samples [C, L - burn_in, d]``;
-        ``info`` has ``method``, ``simulations`` (:math:`C L M`), ``seconds``,
+        [`Posterior`][scorebayes.posterior.Posterior] with ``samples [C, L - burn_in, d]``;
+        ``info`` has ``method``, ``simulations`` ($C L M$), ``seconds``,
         ``acceptance_rate`` (after burn-in), ``acceptance_per_chain``, ``proposal_scale``,
         ``proposal_sd_unconstrained``, ``failed_simulations`` and ``nonfinite_simulations``
         (proposals rejected because of simulator faults) and ``resumed_simulations``.
@@ -238,7 +240,7 @@ def _start_or_resume(run: BSLSettings, state: Chains) -> bool:
 
 
 def _info(run: BSLSettings, state: Chains, resumed: bool, seconds: float) -> dict[str, Any]:
-    """The posterior's ``info`` (see :func:`bsl`)."""
+    """The posterior's ``info`` (see `bsl()`)."""
     kept_acc = state.accepted[:, max(run.burn_in, 1):]
     scale = math.exp(state.log_scale)
     return {

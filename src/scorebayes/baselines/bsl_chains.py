@@ -1,14 +1,14 @@
-r"""The random walk of Bayesian synthetic likelihood (:func:`~scorebayes.baselines.bsl`), one iteration at a time.
+r"""The random walk of Bayesian synthetic likelihood (`bsl()`), one iteration at a time.
 
-:func:`gaussian_synthetic_loglik` is the Gaussian synthetic log likelihood
-:math:`\log \mathcal N(s_{obs}; \hat\mu_\theta, \hat\Sigma_\theta)` from ``M`` simulated summaries;
-:func:`log_synthetic_likelihood` simulates them for all ``C`` chains in one batched call (with
-the simulator-fault modes of :mod:`scorebayes.table_blocks`); :func:`iterate` is one Metropolis-Hastings
-step of the ``C`` chains on :math:`u = T^{-1}(\theta)`, with the burn-in's Robbins-Monro scale and
-doubling-window covariance adaptation; :class:`Chains` is what a checkpoint saves (:func:`save_chains`).
+`gaussian_synthetic_loglik()` is the Gaussian synthetic log likelihood
+$\log \mathcal N(s_{obs}; \hat\mu_\theta, \hat\Sigma_\theta)$ from ``M`` simulated summaries;
+`log_synthetic_likelihood()` simulates them for all ``C`` chains in one batched call (with
+the simulator-fault modes of `scorebayes.table_blocks`); `iterate()` is one Metropolis-Hastings
+step of the ``C`` chains on $u = T^{-1}(\theta)$, with the burn-in's Robbins-Monro scale and
+doubling-window covariance adaptation; `Chains` is what a checkpoint saves (`save_chains()`).
 
 References:
-    | Bayesian synthetic likelihood (Price, Drovandi, Lee, Nott, 2018), JCGS 27(1).
+    - Bayesian synthetic likelihood (Price, Drovandi, Lee, Nott, 2018), JCGS 27(1).
 """
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ __all__ = ["BSLSettings", "Chains", "gaussian_synthetic_loglik", "initial_chains
 
 
 def gaussian_synthetic_loglik(s_obs: Tensor, s: Tensor) -> Tensor:
-    r""":math:`\log \mathcal N(s_{obs}; \hat\mu, \hat\Sigma)` from simulated summaries.
+    r"""$\log \mathcal N(s_{obs}; \hat\mu, \hat\Sigma)$ from simulated summaries.
 
     Arguments:
         s_obs: observed summary ``[k]``.
         s: simulated summaries ``[C, M, k]`` (``M >= 2``).
 
     Returns:
-        ``[C]`` float64; ``-inf`` where the summaries are non-finite or :math:`\hat\Sigma`
+        ``[C]`` float64; ``-inf`` where the summaries are non-finite or $\hat\Sigma$
         stays singular after a small ridge.
     """
     s = s.to(torch.float64)
@@ -65,7 +65,7 @@ def gaussian_synthetic_loglik(s_obs: Tensor, s: Tensor) -> Tensor:
 
 @dataclass(frozen=True)
 class BSLSettings:
-    """The checked settings of one :func:`~scorebayes.baselines.bsl` run (``s_obs [k]``: the observed summary)."""
+    """The checked settings of one `bsl()` run (``s_obs [k]``: the observed summary)."""
 
     space: ParameterSpace
     simulator: Any

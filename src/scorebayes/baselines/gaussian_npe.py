@@ -1,28 +1,30 @@
 r"""Gaussian neural posterior estimation (Chatha et al., 2024), in plain torch.
 
-An MLP maps the summaries :math:`s` to a Gaussian posterior over the (unconstrained)
+An MLP maps the summaries $s$ to a Gaussian posterior over the (unconstrained)
 parameter,
 
-.. math:: q_\phi(u \mid s) = \mathcal N\big(u;\, m_\phi(s),\, L_\phi(s) L_\phi(s)^\top\big),
+$$
+q_\phi(u \mid s) = \mathcal N\big(u;\, m_\phi(s),\, L_\phi(s) L_\phi(s)^\top\big),
+$$
 
-where :math:`L_\phi` is lower triangular with an exponentiated diagonal, trained by the
-Gaussian negative log-likelihood :math:`-\frac1N\sum_i \log q_\phi(u_i \mid s_i)`.
-Settings of their public code: MLP :math:`d_s \to 32 \to 32 \to 32`
-(ReLU), AdamW (lr :math:`10^{-3}`, weight decay 0.01), full batch, 75/25 train/validation
+where $L_\phi$ is lower triangular with an exponentiated diagonal, trained by the
+Gaussian negative log-likelihood $-\frac1N\sum_i \log q_\phi(u_i \mid s_i)$.
+Settings of their public code: MLP $d_s \to 32 \to 32 \to 32$
+(ReLU), AdamW (lr $10^{-3}$, weight decay 0.01), full batch, 75/25 train/validation
 split, early stopping with patience 20, at most 1,000 epochs; the paper's epidemic runs use
 batches of 4,000 (setting 1) and 5,000 (setting 2). Chatha et al. fit
-:math:`\log\beta`; here :math:`u = T^{-1}(\theta)` (``unconstrained=True``), which is
-:math:`\log\beta` for log-normal priors. Inputs and targets are standardised with the
+$\log\beta$; here $u = T^{-1}(\theta)$ (``unconstrained=True``), which is
+$\log\beta$ for log-normal priors. Inputs and targets are standardised with the
 training split's moments (undone on the output).
 
-Trained on a localized proposal :math:`q`, the draws are reweighted by the self-normalised
-:math:`\pi/q`.
+Trained on a localized proposal $q$, the draws are reweighted by the self-normalised
+$\pi/q$.
 
 References:
-    | Neural posterior estimation for stochastic epidemic modeling (Chatha, Bu, Regier,
-      Snitkin, Zelner, 2024). https://github.com/epibayes/np-epid
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
-    | https://arxiv.org/abs/2509.03853 (Sec. 5.3)
+    - Neural posterior estimation for stochastic epidemic modeling (Chatha, Bu, Regier,
+      Snitkin, Zelner, 2024). <https://github.com/epibayes/np-epid>
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+      <https://arxiv.org/abs/2509.03853> (Sec. 5.3)
 """
 
 from __future__ import annotations
@@ -51,8 +53,8 @@ class GaussianDensityNetwork(nn.Module):
     r"""MLP ``s [B, k] -> (mean [B, d], scale_tril [B, d, d])`` (exponentiated diagonal).
 
     Arguments:
-        in_features: :math:`k`.
-        dim: :math:`d`.
+        in_features: $k$.
+        dim: $d$.
         hidden_features: width of the hidden layers.
         num_layers: number of hidden layers (ReLU).
     """
@@ -118,31 +120,31 @@ def gaussian_npe(
     generator: torch.Generator | None = None,
     progress: bool = False,
 ) -> Posterior:
-    r"""Fit :class:`GaussianDensityNetwork` by Gaussian NLL and draw from it at ``s(x_obs)``.
+    r"""Fit `GaussianDensityNetwork` by Gaussian NLL and draw from it at ``s(x_obs)``.
 
     Arguments:
-        x_obs: observed data ``[n, p]`` (the epidemic: the rows of :math:`S`, ``[T, J+2]``).
-        prior: :math:`\pi`, event shape ``[d]``.
+        x_obs: observed data ``[n, p]`` (the epidemic: the rows of $S$, ``[T, J+2]``).
+        prior: $\pi$, event shape ``[d]``.
         simulator, num_simulations, table, sampler, summary, block_size, chunk_size,
-            executor: the training table, as in :func:`scorebayes.baselines.npe`
-            (``summary=None`` flattens the data set, e.g. :math:`\mathrm{vec}(S)`).
+            executor: the training table, as in `scorebayes.baselines.npe()`
+            (``summary=None`` flattens the data set, e.g. $\mathrm{vec}(S)$).
         num_samples: posterior draws returned.
         hidden_features, num_layers: the MLP.
         learning_rate, weight_decay: AdamW.
         batch_size: ``None`` for full-batch steps (one per epoch).
         max_epochs, patience: early stopping on the validation NLL; the best state is kept.
         validation_fraction: held-out share of the table.
-        unconstrained: model :math:`u = T^{-1}(\theta)` (default) or :math:`\theta`.
-        weight_smoothing: ``"psis"`` (default) Pareto-smooths the :math:`\pi/q` weights and
-            reports :math:`\hat k` as ``info["pareto_k"]`` (> 0.7: unreliable); ``None`` is the
-            paper's plain self-normalisation (:func:`~scorebayes.baselines._common.pareto_smooth`).
+        unconstrained: model $u = T^{-1}(\theta)$ (default) or $\theta$.
+        weight_smoothing: ``"psis"`` (default) Pareto-smooths the $\pi/q$ weights and
+            reports $\hat k$ as ``info["pareto_k"]`` (> 0.7: unreliable); ``None`` is the
+            paper's plain self-normalisation (`pareto_smooth()`).
         names: ``d`` parameter names.
         generator: all randomness (table, split, initialisation, batches, draws).
         progress: progress bars.
 
     Returns:
-        :class:`~scorebayes.posterior.Posterior` of ``num_samples`` draws (weighted by
-        :math:`\pi/q` when trained on :math:`q`); ``info`` has ``method``,
+        [`Posterior`][scorebayes.posterior.Posterior] of ``num_samples`` draws (weighted by
+        $\pi/q$ when trained on $q$); ``info`` has ``method``,
         ``simulations``, ``seconds``, ``epochs``, ``best_validation_loss``, ``ess``.
     """
     start = time.perf_counter()

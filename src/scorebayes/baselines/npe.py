@@ -1,33 +1,35 @@
 r"""Neural posterior estimation with a masked autoregressive flow, through the ``sbi`` package.
 
-A conditional density estimator :math:`q_\phi(\theta \mid s)` is fitted by maximum
-likelihood on a reference table :math:`(\theta_i, s_i = s(\mathbf X^{(i)}))`,
-:math:`\theta_i \sim p(\theta)`,
+A conditional density estimator $q_\phi(\theta \mid s)$ is fitted by maximum
+likelihood on a reference table $(\theta_i, s_i = s(\mathbf X^{(i)}))$,
+$\theta_i \sim p(\theta)$,
 
-.. math:: \hat\phi = \arg\max_\phi \sum_i \log q_\phi(\theta_i \mid s_i),
+$$
+\hat\phi = \arg\max_\phi \sum_i \log q_\phi(\theta_i \mid s_i),
+$$
 
-so that :math:`q_{\hat\phi}(\cdot \mid s_{obs})` approximates the posterior under the
-sampling density :math:`p`. With :math:`p = \pi` that is the posterior; with a localized
-proposal :math:`p = q` the draws are reweighted by the self-normalised :math:`\pi/q`
+so that $q_{\hat\phi}(\cdot \mid s_{obs})$ approximates the posterior under the
+sampling density $p$. With $p = \pi$ that is the posterior; with a localized
+proposal $p = q$ the draws are reweighted by the self-normalised $\pi/q$
 (zero outside the prior's support). Draws outside the prior's support
 are rejected (as ``sbi``'s ``DirectPosterior`` does).
 
-Paper settings (monotone regression, the defaults): summary :math:`D^\top y` (11-dim),
-:math:`N = 2 \times 10^5` from :math:`q`, MAF with 5 transforms of 2 hidden layers x 50
-units, batch 200, learning rate :math:`5 \times 10^{-4}`, 200 epochs, 10,000 draws.
+Paper settings (monotone regression, the defaults): summary $D^\top y$ (11-dim),
+$N = 2 \times 10^5$ from $q$, MAF with 5 transforms of 2 hidden layers x 50
+units, batch 200, learning rate $5 \times 10^{-4}$, 200 epochs, 10,000 draws.
 
 ``sbi`` draws from the global RNG; all its work runs inside
-:func:`torch.random.fork_rng`, seeded from ``generator``, so the caller's state is
+`torch.random.fork_rng()`, seeded from ``generator``, so the caller's state is
 untouched and a seed reproduces the result.
 
 References:
-    | Masked Autoregressive Flow for Density Estimation (Papamakarios, Pavlakou, Murray, 2017)
-    | https://arxiv.org/abs/1705.07057
-    | Fast epsilon-free inference of simulation models with Bayesian conditional density
+    - Masked Autoregressive Flow for Density Estimation (Papamakarios, Pavlakou, Murray, 2017)
+      <https://arxiv.org/abs/1705.07057>
+    - Fast epsilon-free inference of simulation models with Bayesian conditional density
       estimation (Papamakarios and Murray, 2016)
-    | https://arxiv.org/abs/1605.06376
-    | sbi: A toolkit for simulation-based inference (Tejero-Cantero et al., 2020)
-    | https://doi.org/10.21105/joss.02505
+      <https://arxiv.org/abs/1605.06376>
+    - sbi: A toolkit for simulation-based inference (Tejero-Cantero et al., 2020)
+      <https://doi.org/10.21105/joss.02505>
 """
 
 from __future__ import annotations
@@ -102,10 +104,10 @@ def npe(
 
     Arguments:
         x_obs: observed data ``[n, p]``.
-        prior: :math:`\pi`, a ``Distribution`` with event shape ``[d]``.
+        prior: $\pi$, a ``Distribution`` with event shape ``[d]``.
         simulator: batched ``(theta [B, d], n, generator) -> x [B, n, p]``; the table of
             ``num_simulations`` data sets is drawn here (only summaries are kept).
-        num_simulations: :math:`N` (with ``simulator``).
+        num_simulations: $N$ (with ``simulator``).
         table: alternatively a stored table with ``theta [N, d]``, ``x [N, n, p]``.
         sampler: the distribution of the table's parameters (``None``: the prior).
         summary: ``x [B, n, p] -> [B, k]``; ``None`` flattens the data set (``k = n p``).
@@ -113,21 +115,21 @@ def npe(
         num_transforms, hidden_features: the MAF (each MADE has 2 hidden layers).
         batch_size, learning_rate, max_epochs, stop_after_epochs, validation_fraction:
             ``sbi`` training (Adam, early stopping on the validation loss).
-        unconstrained: fit the flow to :math:`u = T^{-1}(\theta)` instead of :math:`\theta`
-            (no leakage outside bounded supports); the paper fits :math:`\theta`.
+        unconstrained: fit the flow to $u = T^{-1}(\theta)$ instead of $\theta$
+            (no leakage outside bounded supports); the paper fits $\theta$.
         max_sampling_rounds: rounds of ``num_samples`` flow draws rejected to the prior's support
             before giving up (``sbi`` itself keeps drawing); raise it for posteriors at box faces.
-        weight_smoothing: ``"psis"`` (default) Pareto-smooths the :math:`\pi/q` weights and
-            reports :math:`\hat k` as ``info["pareto_k"]`` (> 0.7: unreliable); ``None`` is the
-            paper's plain self-normalisation (:func:`~scorebayes.baselines._common.pareto_smooth`).
+        weight_smoothing: ``"psis"`` (default) Pareto-smooths the $\pi/q$ weights and
+            reports $\hat k$ as ``info["pareto_k"]`` (> 0.7: unreliable); ``None`` is the
+            paper's plain self-normalisation (`pareto_smooth()`).
         names: ``d`` parameter names.
         block_size, chunk_size, executor: how the table is simulated (see ``simulate_table``).
         generator: source of the run seed (table, network initialisation, training, draws).
         progress: progress bars (simulation and ``sbi`` training).
 
     Returns:
-        :class:`~scorebayes.posterior.Posterior` of ``num_samples`` draws, weighted by
-        :math:`\pi/q` when trained on :math:`q`; ``info`` has ``method``, ``simulations``,
+        [`Posterior`][scorebayes.posterior.Posterior] of ``num_samples`` draws, weighted by
+        $\pi/q$ when trained on $q$; ``info`` has ``method``, ``simulations``,
         ``seconds``, ``epochs``, ``support_acceptance`` and ``ess``.
     """
     start = time.perf_counter()

@@ -1,18 +1,18 @@
-r"""The parts of one ABC-PMC round (:func:`~scorebayes.baselines.abc_pmc`): proposal, simulations, ranking.
+r"""The parts of one ABC-PMC round (`abc_pmc()`): proposal, simulations, ranking.
 
-- :class:`StudentProposal`, the multivariate Student :math:`t_\nu` proposal :math:`q_r` in the
-  prior's unconstrained coordinates ``u``, and :func:`log_prior_over_mixture`, the log of
-  :math:`\pi_u / \bar q` with :math:`\bar q` the deterministic mixture of all rounds;
-- :func:`simulate_round`, a round's simulations in blocks of ``block_size`` rows (block
-  :math:`b` of round :math:`r` with the generator ``make_generator(seed, "abc_pmc", r, b)``),
+- `StudentProposal`, the multivariate Student $t_\nu$ proposal $q_r$ in the
+  prior's unconstrained coordinates ``u``, and `log_prior_over_mixture()`, the log of
+  $\pi_u / \bar q$ with $\bar q$ the deterministic mixture of all rounds;
+- `simulate_round()`, a round's simulations in blocks of ``block_size`` rows (block
+  $b$ of round $r$ with the generator ``make_generator(seed, "abc_pmc", r, b)``),
   their summaries checked and saved as they arrive and reused from a run store;
-- :func:`nearest` (the ``k`` rows nearest the observed summary in a metric) and
-  :func:`regression_adjust` (Beaumont, Zhang & Balding's weighted local-linear adjustment).
+- `nearest()` (the ``k`` rows nearest the observed summary in a metric) and
+  `regression_adjust()` (Beaumont, Zhang & Balding's weighted local-linear adjustment).
 
 References:
-    | Adaptive approximate Bayesian computation (Beaumont, Cornuet, Marin, Robert 2009),
+    - Adaptive approximate Bayesian computation (Beaumont, Cornuet, Marin, Robert 2009),
       Biometrika 96(4).
-    | Approximate Bayesian computation in population genetics (Beaumont, Zhang, Balding 2002),
+    - Approximate Bayesian computation in population genetics (Beaumont, Zhang, Balding 2002),
       Genetics 162(4).
 """
 
@@ -35,9 +35,9 @@ __all__ = ["StudentProposal", "PMCSettings", "SummaryTask", "simulate_round", "d
 
 
 class StudentProposal:
-    r"""Multivariate Student :math:`t_\nu` in ``u`` fitted to weighted draws ``[N, d]``: located at
+    r"""Multivariate Student $t_\nu$ in ``u`` fitted to weighted draws ``[N, d]``: located at
     their weighted mean, scale matrix ``inflation`` times their weighted covariance. Heavier-tailed
-    than a Gaussian prior in ``u``, so :math:`\pi_u/q` stays bounded in the tails."""
+    than a Gaussian prior in ``u``, so $\pi_u/q$ stays bounded in the tails."""
 
     def __init__(self, draws: Tensor, weights: Tensor, *, df: int = 4, inflation: float = 2.0):
         w = weights / weights.sum()
@@ -51,7 +51,7 @@ class StudentProposal:
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> StudentProposal:
-        """The proposal saved by :meth:`state` (a checkpoint)."""
+        """The proposal saved by `state()` (a checkpoint)."""
         proposal = cls.__new__(cls)
         proposal.loc, proposal.tril, proposal.df = state["loc"], state["tril"], int(state["df"])
         return proposal
@@ -86,7 +86,7 @@ class SummaryTask:
 
 @dataclass(frozen=True)
 class PMCSettings:
-    """The checked settings of one ABC-PMC run (see :func:`~scorebayes.baselines.abc_pmc`)."""
+    """The checked settings of one ABC-PMC run (see `abc_pmc()`)."""
 
     space: ParameterSpace
     t_obs: Tensor
@@ -173,7 +173,7 @@ def delete_round_blocks(run: PMCSettings, r: int) -> None:
 
 
 def log_prior_over_mixture(run: PMCSettings, proposals: list[StudentProposal], u: Tensor) -> Tensor:
-    r""":math:`\log\pi_u(u) - \log\bar q(u)`, :math:`\bar q` the deterministic mixture of round 0's
+    r"""$\log\pi_u(u) - \log\bar q(u)$, $\bar q$ the deterministic mixture of round 0's
     proposal (the prior or ``run.sampler``) and ``proposals``."""
     space, sampler = run.space, run.sampler
     log_pi = space.log_prob_unconstrained(u)
@@ -183,7 +183,7 @@ def log_prior_over_mixture(run: PMCSettings, proposals: list[StudentProposal], u
 
 
 def regression_adjust(u: Tensor, t: Tensor, t_obs: Tensor, w: Tensor) -> Tensor:
-    r"""Weighted local-linear adjustment :math:`u_i - \hat B^\top (t_i - t^*)` of kept rows ``u [k, d]``."""
+    r"""Weighted local-linear adjustment $u_i - \hat B^\top (t_i - t^*)$ of kept rows ``u [k, d]``."""
     diff = t - t_obs
     design = torch.cat([torch.ones(len(u), 1, dtype=torch.float64), diff], 1) * w[:, None].sqrt()
     beta = torch.linalg.lstsq(design, u * w[:, None].sqrt()).solution

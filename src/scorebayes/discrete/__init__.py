@@ -2,20 +2,20 @@ r"""DFD-Bayes: generalised Bayesian inference for discrete models with intractab
 
 Parts (one concept per module):
 
-- :mod:`.domains`: discrete domains and the neighbour maps :math:`x^{j\pm}`;
-- :mod:`.models`: built-in models (Bernoulli, Poisson, CMP, Poisson mixture, Ising, Poisson and
-  CMP graphical models) and :class:`~.models.UserModel` for any unnormalised log-pmf;
-- :mod:`.dfd`: the loss :math:`D_n = n\,\mathrm{DFD}(p_\theta\|p_n)` (with :mod:`.ratios`);
-- :mod:`.ksd`, :mod:`.pseudo`, :mod:`.likelihood`: baselines (KSD-Bayes, pseudo-likelihood,
+- [`domains`][scorebayes.discrete.domains]: discrete domains and the neighbour maps $x^{j\pm}$;
+- `models`: built-in models (Bernoulli, Poisson, CMP, Poisson mixture, Ising, Poisson and
+  CMP graphical models) and [`UserModel`][scorebayes.discrete.models.base.UserModel] for any unnormalised log-pmf;
+- [`dfd`][scorebayes.discrete.dfd]: the loss $D_n = n\,\mathrm{DFD}(p_\theta\|p_n)$ (with `ratios`);
+- `ksd`, `pseudo`, `likelihood`: baselines (KSD-Bayes, pseudo-likelihood,
   standard Bayes with a truncated normalising constant);
-- :mod:`.minimisers`: row-separable saddle-free Newton / Adam minimisers with escape flags;
-- :mod:`.calibrate`: bootstrap minimisers and the closed-form :math:`\beta_*` (plus Lyddon's);
-- :mod:`.posterior`: the generalised-posterior potential; :mod:`.bayes`: the whole pipeline.
+- `minimisers`: row-separable saddle-free Newton / Adam minimisers with escape flags;
+- [`calibrate`][scorebayes.discrete.calibrate]: bootstrap minimisers and the closed-form $\beta_*$ (plus Lyddon's);
+- `posterior`: the generalised-posterior potential; [`bayes`][scorebayes.discrete.bayes]: the whole pipeline.
 
 References:
-    | Generalised Bayesian Inference for Discrete Intractable Likelihood
-    | (Matsubara, Knoblauch, Briol and Oates, 2023)
-    | https://arxiv.org/abs/2206.08420
+    - Generalised Bayesian Inference for Discrete Intractable Likelihood
+      (Matsubara, Knoblauch, Briol and Oates, 2023)
+      <https://arxiv.org/abs/2206.08420>
 """
 
 from .bayes import dfd_bayes, generalised_bayes

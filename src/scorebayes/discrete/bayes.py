@@ -1,22 +1,22 @@
-r"""End-to-end generalised Bayes: calibrate :math:`\beta`, then sample :math:`\pi(\theta)e^{-\beta D_n(\theta)}`.
+r"""End-to-end generalised Bayes: calibrate $\beta$, then sample $\pi(\theta)e^{-\beta D_n(\theta)}$.
 
-:func:`dfd_bayes` is DFD-Bayes (Definition 4 of the paper) for a model and integer data;
-:func:`generalised_bayes` does the same for any loss of this package (KSD-Bayes,
+[`dfd_bayes()`][scorebayes.discrete.bayes.dfd_bayes] is DFD-Bayes (Definition 4 of the paper) for a model and integer data;
+[`generalised_bayes()`][scorebayes.discrete.bayes.generalised_bayes] does the same for any loss of this package (KSD-Bayes,
 pseudo-likelihood Bayes, standard Bayes with ``beta=1``):
 
-1. unless ``beta`` is given, :func:`~scorebayes.discrete.calibrate.calibrate_beta`
+1. unless ``beta`` is given, [`calibrate_beta()`][scorebayes.discrete.calibrate.calibrate_beta]
    (full-data minimiser, ``B`` bootstrap minimisers through an executor, eq. 10);
 2. MCMC on the generalised posterior in the unconstrained space of the prior: random-walk
    MH (default; the paper's settings: 10 chains, step 0.1, burn-in, thinning) or NUTS.
 
 Chains start from prior draws. With ``fold_squared=True`` the sampler runs
-in the sign-folded coordinates :math:`w = \log\tilde\theta^2` of the model's squared parameters
-(:class:`~scorebayes.samplers.folded.FoldedSquares`) and returns the identified :math:`|\tilde\theta|`.
+in the sign-folded coordinates $w = \log\tilde\theta^2$ of the model's squared parameters
+([`FoldedSquares`][scorebayes.samplers.nuts.FoldedSquares]) and returns the identified $|\tilde\theta|$.
 
 References:
-    | Generalised Bayesian Inference for Discrete Intractable Likelihood
-    | (Matsubara, Knoblauch, Briol and Oates, 2023), Sections 3-4
-    | https://arxiv.org/abs/2206.08420
+    - Generalised Bayesian Inference for Discrete Intractable Likelihood
+      (Matsubara, Knoblauch, Briol and Oates, 2023), Sections 3-4
+      <https://arxiv.org/abs/2206.08420>
 """
 
 from __future__ import annotations
@@ -56,31 +56,31 @@ def generalised_bayes(loss: Any, prior: Distribution, *, beta: float | None = No
     Arguments:
         loss: a loss ``theta [B, k] -> [B]`` of this package (``D_n``).
         prior: a ``Distribution`` with event shape ``[k]``.
-        beta: fix :math:`\beta` instead of calibrating it.
+        beta: fix $\beta$ instead of calibrating it.
         num_bootstrap, method, init_steps, init_lr, steps, lr, executor: calibration settings
-            (:func:`~scorebayes.discrete.calibrate.calibrate_beta`).
+            ([`calibrate_beta()`][scorebayes.discrete.calibrate.calibrate_beta]).
         max_step, max_distance, max_flagged: robust calibration (same defaults as
-            :func:`~scorebayes.discrete.calibrate.calibrate_beta`): Newton steps of at most
+            [`calibrate_beta()`][scorebayes.discrete.calibrate.calibrate_beta]): Newton steps of at most
             ``max_step`` per unconstrained coordinate; a bootstrap replicate moving more than
             ``max_distance`` from the full-data minimiser is flagged and left out of eq. (10);
             more than a fraction ``max_flagged`` of flagged replicates raises
-            :class:`~scorebayes.discrete.calibrate.CalibrationError`. Checked before any work.
+            [`CalibrationError`][scorebayes.discrete.calibrate.CalibrationError]. Checked before any work.
         sampler: ``"rwmh"`` or ``"nuts"``.
         num_chains, num_samples, burn_in, thin: MCMC settings (``burn_in`` is NUTS's warm-up).
         step_size, adapt: random-walk scale and whether to adapt it during burn-in.
         target_accept: acceptance rate the adaptation aims at (``None``: NUTS 0.8, random-walk
             MH its dimension-dependent default).
         full_mass: NUTS only: adapt a dense mass matrix (see
-            :func:`~scorebayes.samplers.nuts.sample_nuts`).
+            [`sample_nuts()`][scorebayes.samplers.nuts.sample_nuts]).
         init: starting points ``[num_chains, k]`` in the **unconstrained** space of the prior
             (e.g. draws of a Laplace approximation there); overrides ``init_from``.
         init_from: ``"prior"`` (a prior draw per chain) or ``"minimiser"`` (the full-data
             minimiser, needs calibration).
         fold_squared: sample the squared parameters of the model (``loss.model.squared_indices()``,
-            e.g. the graphical models) as :math:`w = \log\tilde\theta^2`, folding the mirror copies
-            of the sign-symmetric posterior; draws hold :math:`|\tilde\theta|` and ``init`` is then
+            e.g. the graphical models) as $w = \log\tilde\theta^2$, folding the mirror copies
+            of the sign-symmetric posterior; draws hold $|\tilde\theta|$ and ``init`` is then
             in these coordinates (an exact zero of the minimiser starts at
-            :math:`|\tilde\theta| = 10^{-3}`).
+            $|\tilde\theta| = 10^{-3}$).
         seed: all randomness derives from it.
 
     Returns:
@@ -201,9 +201,9 @@ def dfd_bayes(model: DiscreteModel, x: Tensor | np.ndarray, prior: Distribution 
               counts: Tensor | np.ndarray | None = None, compress: bool = True, **options: Any) -> Posterior:
     r"""DFD-Bayes for ``model`` and integer data ``x [n, d]`` (or distinct rows with ``counts``).
 
-    ``prior`` defaults to ``model.default_prior()``; ``options`` go to :func:`generalised_bayes`.
+    ``prior`` defaults to ``model.default_prior()``; ``options`` go to [`generalised_bayes()`][scorebayes.discrete.bayes.generalised_bayes].
 
-    Example:
+    Examples:
         >>> from scorebayes.discrete.models import PoissonModel
         >>> x = torch.poisson(torch.full((200, 1), 3.0), generator=torch.Generator().manual_seed(0))
         >>> post = dfd_bayes(PoissonModel(), x, num_bootstrap=20,

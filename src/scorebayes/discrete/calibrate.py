@@ -1,32 +1,33 @@
-r"""Calibration of the loss weight :math:`\beta` of a generalised posterior :math:`\pi(\theta)e^{-\beta D_n(\theta)}`.
+r"""Calibration of the loss weight $\beta$ of a generalised posterior $\pi(\theta)e^{-\beta D_n(\theta)}$.
 
-Section 3.3 of the paper: (i) compute minimisers :math:`\theta_n^{(b)}` of :math:`B` bootstrap
-losses :math:`D_n^{(b)}` (data resampled with replacement; warm-started from the full-data
-minimiser; embarrassingly parallel through an executor); (ii) fit :math:`\beta` by Hyvärinen
-score matching of :math:`\pi_{n,\beta}` to the bootstrap minimisers (eq. 9), which is
-quadratic in :math:`\beta` with the closed-form minimiser (Theorem 2, eq. 10)
+Section 3.3 of the paper: (i) compute minimisers $\theta_n^{(b)}$ of $B$ bootstrap
+losses $D_n^{(b)}$ (data resampled with replacement; warm-started from the full-data
+minimiser; embarrassingly parallel through an executor); (ii) fit $\beta$ by Hyvärinen
+score matching of $\pi_{n,\beta}$ to the bootstrap minimisers (eq. 9), which is
+quadratic in $\beta$ with the closed-form minimiser (Theorem 2, eq. 10)
 
-.. math::
-    \beta_* = \frac{\sum_b \nabla D_n(\theta_n^{(b)})\cdot\nabla\log\pi(\theta_n^{(b)})
-    + \operatorname{Tr}\nabla^2 D_n(\theta_n^{(b)})}{\sum_b\|\nabla D_n(\theta_n^{(b)})\|^2},
+$$
+\beta_* = \frac{\sum_b \nabla D_n(\theta_n^{(b)})\cdot\nabla\log\pi(\theta_n^{(b)})
++ \operatorname{Tr}\nabla^2 D_n(\theta_n^{(b)})}{\sum_b\|\nabla D_n(\theta_n^{(b)})\|^2},
+$$
 
-with :math:`D_n` the **full-data** loss, gradients and Hessian traces by
+with $D_n$ the **full-data** loss, gradients and Hessian traces by
 autograd, in the parametrisation of the prior. Bootstrap replicates whose minimisation escapes
 (runs away where the loss is unbounded below, or becomes non-finite) are frozen, flagged and
-left out of the sums (see :func:`calibrate_beta`). For comparison, Lyddon et al.'s
-:math:`\beta_L = \operatorname{tr}(JI^+J^\top)/\operatorname{tr}(J)` at the full-data minimiser,
-:math:`J = \nabla^2D_n/n`, :math:`I = \frac1n\sum_i\nabla\ell_i\nabla\ell_i^\top`.
+left out of the sums (see [`calibrate_beta()`][scorebayes.discrete.calibrate.calibrate_beta]). For comparison, Lyddon et al.'s
+$\beta_L = \operatorname{tr}(JI^+J^\top)/\operatorname{tr}(J)$ at the full-data minimiser,
+$J = \nabla^2D_n/n$, $I = \frac1n\sum_i\nabla\ell_i\nabla\ell_i^\top$.
 
 A loss is any object with ``__call__(theta [B, k]) -> [B]``, ``reweighted(row_weights [B, m])``,
 ``per_row(theta) -> [B, m]``, ``row_counts [m]`` and ``n`` (the DFD, KSD, pseudo-likelihood
-and truncated-likelihood losses of this package). The minimisers themselves (:func:`minimise`
-and the per-row status codes) live in :mod:`.minimisers` and are re-exported here.
+and truncated-likelihood losses of this package). The minimisers themselves ([`minimise()`][scorebayes.discrete.calibrate.minimise]
+and the per-row status codes) live in `minimisers` and are re-exported here.
 
 References:
-    | Generalised Bayesian Inference for Discrete Intractable Likelihood
-    | (Matsubara, Knoblauch, Briol and Oates, 2023), Section 3.3, Theorem 2
-    | https://arxiv.org/abs/2206.08420
-    | General Bayesian updating and the loss-likelihood bootstrap (Lyddon, Holmes and Walker, 2019)
+    - Generalised Bayesian Inference for Discrete Intractable Likelihood
+      (Matsubara, Knoblauch, Briol and Oates, 2023), Section 3.3, Theorem 2
+      <https://arxiv.org/abs/2206.08420>
+    - General Bayesian updating and the loss-likelihood bootstrap (Lyddon, Holmes and Walker, 2019)
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ class CalibrationWarning(UserWarning):
 
 
 class Calibration(NamedTuple):
-    """Result of :func:`calibrate_beta`: ``beta``, the full-data minimiser ``[k]``,
+    """Result of [`calibrate_beta()`][scorebayes.discrete.calibrate.calibrate_beta]: ``beta``, the full-data minimiser ``[k]``,
     the bootstrap minimisers ``[B, k]`` (all replicates, flagged ones where they were frozen),
     the numerator/denominator of eq. (10) (over the kept replicates) and the indices of the
     replicates that escaped, became non-finite (both excluded) or did not converge (kept)."""
@@ -118,8 +119,8 @@ _PERSIST: contextvars.ContextVar[_Persist | None] = contextvars.ContextVar(
 
 @contextlib.contextmanager
 def persisting(store: Any) -> Iterator[_Persist | None]:
-    """Inside this block :func:`bootstrap_minimisers` saves every completed task of
-    replicates to ``store`` (a :class:`~scorebayes.store.RunStore`, atomically) and reuses
+    """Inside this block [`bootstrap_minimisers()`][scorebayes.discrete.calibrate.bootstrap_minimisers] saves every completed task of
+    replicates to ``store`` (a [`RunStore`][scorebayes.store.RunStore], atomically) and reuses
     the saved ones, so an interrupted calibration resumes to the same bits. Yields a record
     with ``resumed`` / ``computed`` replicate counts (``store=None``: no-op, yields None)."""
     record = _Persist(store) if store is not None else None
@@ -142,7 +143,7 @@ def bootstrap_minimisers(loss: Any, prior: Distribution, theta_full: Tensor, *, 
     coordinate; a replicate that moves more than ``max_distance`` from ``theta_full`` in some
     unconstrained coordinate is frozen and flagged as *escaped* (its loss is typically
     unbounded below there, e.g. a CMP dispersion running to infinity), one whose loss or
-    gradient becomes non-finite as *non-finite* (see :func:`minimise`); neither stops the other
+    gradient becomes non-finite as *non-finite* (see [`minimise()`][scorebayes.discrete.calibrate.minimise]); neither stops the other
     replicates. With ``return_status`` the result is ``(theta [B, k], status [B])``; otherwise
     flagged replicates only raise a warning.
 
@@ -151,7 +152,7 @@ def bootstrap_minimisers(loss: Any, prior: Distribution, theta_full: Tensor, *, 
     prior must then be picklable). Each replicate has its own resampling seed; the minimiser's
     stopping rule is shared by the rows of a task, so the grouping can change the last bits.
 
-    Inside :func:`persisting` (``scorebayes run --out DIR``) the replicates are always cut
+    Inside [`persisting()`][scorebayes.discrete.calibrate.persisting] (``scorebayes run --out DIR``) the replicates are always cut
     into tasks of ``chunk_size`` (default: 8 tasks, whatever the executor, so the result does
     not depend on it), each completed task is saved as ``arrays/bootstrap/<first>.npy`` and
     reused on a re-run: bit-identical to an uninterrupted run.
@@ -231,7 +232,7 @@ def _persisted_units(persist: _Persist, units: list[tuple], executor: Executor |
 
 
 def beta_star(loss: Callable[[Tensor], Tensor], prior: Distribution, theta_boot: Tensor) -> tuple[float, float, float]:
-    r"""The closed-form :math:`\beta_*` of eq. (10) at the bootstrap minimisers ``theta_boot [B, k]``.
+    r"""The closed-form $\beta_*$ of eq. (10) at the bootstrap minimisers ``theta_boot [B, k]``.
 
     Returns:
         ``(beta, numerator, denominator)``.
@@ -260,7 +261,7 @@ def beta_star(loss: Callable[[Tensor], Tensor], prior: Distribution, theta_boot:
 
 
 def lyddon_beta(loss: Any, theta_hat: Tensor) -> float:
-    r"""Lyddon et al.'s :math:`\beta_L = \operatorname{tr}(JI^+J^\top)/\operatorname{tr}(J)` at ``theta_hat [k]``."""
+    r"""Lyddon et al.'s $\beta_L = \operatorname{tr}(JI^+J^\top)/\operatorname{tr}(J)$ at ``theta_hat [k]``."""
     theta = theta_hat.detach().to(torch.float64).reshape(1, -1)
     n = loss.n
     hess = torch.autograd.functional.hessian(lambda t: loss(t[None])[0], theta[0]) / n
@@ -271,7 +272,7 @@ def lyddon_beta(loss: Any, theta_hat: Tensor) -> float:
 
 def check_robust_options(max_step: float, max_distance: float, max_flagged: float) -> None:
     """``ValueError`` unless ``max_step``, ``max_distance`` > 0 (``math.inf``: no bound) and
-    ``0 <= max_flagged < 1`` (the robust-calibration options of :func:`calibrate_beta`)."""
+    ``0 <= max_flagged < 1`` (the robust-calibration options of [`calibrate_beta()`][scorebayes.discrete.calibrate.calibrate_beta])."""
     for label, bound in (("max_step", max_step), ("max_distance", max_distance)):
         if isinstance(bound, bool) or not isinstance(bound, numbers.Real) or not bound > 0:
             raise ValueError(f"{label} must be positive (math.inf: no bound), got {bound!r}")
@@ -284,14 +285,14 @@ def calibrate_beta(loss: Any, prior: Distribution, *, num_bootstrap: int = 100, 
                    init_steps: int = 200, init_lr: float = 0.1, steps: int = 200, lr: float = 0.1,
                    final_lr_ratio: float = 1e-2, tol: float = 1e-9, max_step: float = 1.0,
                    max_distance: float = 20.0, max_flagged: float = 0.1, progress: bool = False) -> Calibration:
-    r"""Full-data minimiser (from ``theta_init`` or a prior draw), bootstrap minimisers and :math:`\beta_*`.
+    r"""Full-data minimiser (from ``theta_init`` or a prior draw), bootstrap minimisers and $\beta_*$.
 
     ``method="newton"`` (default) needs few iterations and finds the exact minimisers. The
     paper's settings use ``method="adam"`` at a constant rate (``final_lr_ratio=1``): CMP 50,000
     full-data steps at lr 0.1 then 5,000 warm-started steps per replicate; Ising 5,000/5,000 at
     0.01; graphical models 50,000/10,000 at 0.001. A constant rate leaves the bootstrap
     "minimisers" jittering around the true ones, which inflates the gradients in the
-    denominator of eq. (10) and lowers :math:`\beta_*` (CMP, over-dispersed data: by a factor
+    denominator of eq. (10) and lowers $\beta_*$ (CMP, over-dispersed data: by a factor
     of about 0.6). ``final_lr_ratio`` and ``tol`` (stop
     once no coordinate moves more than ``tol`` over 100 steps; ``0`` runs every step, as the
     paper) apply to both phases.
@@ -309,29 +310,30 @@ def calibrate_beta(loss: Any, prior: Distribution, *, num_bootstrap: int = 100, 
     minimisation moves more than ``max_distance`` (default 20) from the full-data minimiser in
     some coordinate of the unconstrained space of the prior, or whose loss or gradient becomes
     non-finite, is frozen and left out of both sums of eq. (10), with a
-    :class:`CalibrationWarning`. With Newton steps of at most ``max_step`` (default 1) a
+    [`CalibrationWarning`][scorebayes.discrete.calibrate.CalibrationWarning]. With Newton steps of at most ``max_step`` (default 1) a
     runaway crosses the bound within about ``max_distance`` iterations instead of keeping the
     batch busy for ``steps``. The default 20 (20 prior standard deviations for the unit-scale
-    priors of the built-in models, a factor :math:`e^{20}` for log-transformed parameters)
+    priors of the built-in models, a factor $e^{20}$ for log-transformed parameters)
     catches only replicates without a minimiser (brca_10, CMP-GM: Newton runs them to
-    :math:`\theta_6\approx 2400`), and keeps distant but finite local minima (there gene 6's
-    main effect :math:`\theta_6` goes from 0.78 to about 3-11 in some replicates out of 100, which move
-    :math:`\beta_*` a lot: bootstrap seed 3 gives 1.77 with them and 3.56 with
+    $\theta_6\approx 2400$), and keeps distant but finite local minima (there gene 6's
+    main effect $\theta_6$ goes from 0.78 to about 3-11 in some replicates out of 100, which move
+    $\beta_*$ a lot: bootstrap seed 3 gives 1.77 with them and 3.56 with
     ``max_distance=5``, which drops the 3 beyond 5). Eq. (10) is then computed over the kept
-    set :math:`K`,
+    set $K$,
 
-    .. math::
-        \beta_* = \frac{\sum_{b\in K} \nabla D_n(\theta_n^{(b)})\cdot\nabla\log\pi(\theta_n^{(b)})
-        + \operatorname{Tr}\nabla^2 D_n(\theta_n^{(b)})}{\sum_{b\in K}\|\nabla D_n(\theta_n^{(b)})\|^2}.
+    $$
+    \beta_* = \frac{\sum_{b\in K} \nabla D_n(\theta_n^{(b)})\cdot\nabla\log\pi(\theta_n^{(b)})
+    + \operatorname{Tr}\nabla^2 D_n(\theta_n^{(b)})}{\sum_{b\in K}\|\nabla D_n(\theta_n^{(b)})\|^2}.
+    $$
 
-    Why: eq. (9) matches :math:`\pi_{n,\beta}` to the bootstrap distribution of the *local*
-    minimiser of :math:`D_n`, whose basin the full-data minimiser defines; an escaped replicate
+    Why: eq. (9) matches $\pi_{n,\beta}$ to the bootstrap distribution of the *local*
+    minimiser of $D_n$, whose basin the full-data minimiser defines; an escaped replicate
     has no minimiser in that basin (often none at all), so it is not a draw from that
     distribution, and its terms, evaluated wherever the run stopped, would dominate both sums.
     Excluding it conditions the bootstrap on staying in the basin, an event of probability
-    tending to one as :math:`n` grows. When more than a fraction ``max_flagged`` (default 0.1)
+    tending to one as $n$ grows. When more than a fraction ``max_flagged`` (default 0.1)
     of the replicates are flagged, that conditioning is no longer a small correction and a
-    :class:`CalibrationError` is raised instead (fix ``beta`` by hand, or raise
+    [`CalibrationError`][scorebayes.discrete.calibrate.CalibrationError] is raised instead (fix ``beta`` by hand, or raise
     ``max_distance`` if the model's unconstrained scale is wide). Replicates that merely did not
     converge within ``steps`` are kept (their indices are in ``not_converged``). With no
     flagged replicate the result is the plain eq. (10), as before.
@@ -339,7 +341,7 @@ def calibrate_beta(loss: Any, prior: Distribution, *, num_bootstrap: int = 100, 
     Raises:
         CalibrationError: if too many replicates are flagged, or eq. (10) is undefined.
         FloatingPointError: if the full-data minimisation becomes non-finite (a
-            :class:`CalibrationWarning` if Newton's does not converge: the loss may be unbounded
+            [`CalibrationWarning`][scorebayes.discrete.calibrate.CalibrationWarning] if Newton's does not converge: the loss may be unbounded
             below from that start, e.g. brca_10 CMP-GM from the prior draw of seed 4).
     """
     for label, value in (("num_bootstrap", num_bootstrap), ("init_steps", init_steps), ("steps", steps)):

@@ -1,22 +1,23 @@
-r"""The discrete Fisher divergence loss :math:`D_n(\theta) = n\,\mathrm{DFD}(p_\theta\|p_n)`.
+r"""The discrete Fisher divergence loss $D_n(\theta) = n\,\mathrm{DFD}(p_\theta\|p_n)$.
 
-Definition 3 of the paper, :math:`\mathrm{DFD}(p\|q) = \mathbb E_{X\sim q}\|\nabla^-p(X)/p(X) - \nabla^-q(X)/q(X)\|^2`,
-becomes, up to a :math:`\theta`-free constant (Proposition 1, eq. 5),
+Definition 3 of the paper, $\mathrm{DFD}(p\|q) = \mathbb E_{X\sim q}\|\nabla^-p(X)/p(X) - \nabla^-q(X)/q(X)\|^2$,
+becomes, up to a $\theta$-free constant (Proposition 1, eq. 5),
 
-.. math::
-    D_n(\theta) = \sum_{i=1}^n\sum_{j=1}^d\Big[r_{j-}(x_i,\theta)^2 - 2\,r_{j-}(x_i^{j+},\theta)\Big],
-    \qquad r_{j-}(x,\theta) = \frac{p_\theta(x^{j-})}{p_\theta(x)},\quad
-    r_{j-}(x^{j+},\theta) = \frac{p_\theta(x)}{p_\theta(x^{j+})},
+$$
+D_n(\theta) = \sum_{i=1}^n\sum_{j=1}^d\Big[r_{j-}(x_i,\theta)^2 - 2\,r_{j-}(x_i^{j+},\theta)\Big],
+\qquad r_{j-}(x,\theta) = \frac{p_\theta(x^{j-})}{p_\theta(x)},\quad
+r_{j-}(x^{j+},\theta) = \frac{p_\theta(x)}{p_\theta(x^{j+})},
+$$
 
-with :math:`r_{j-} = 0` where :math:`x^{j-}` is the star state. The ratios are computed as
+with $r_{j-} = 0$ where $x^{j-}$ is the star state. The ratios are computed as
 exponentials of log-differences (stable in float32 and float64, no normalising constant) and
 the star terms are masked, so gradients stay finite. ``D_n`` is the *sum* over the data, used
 both in the generalised posterior (6) and in the calibration (10).
 
 References:
-    | Generalised Bayesian Inference for Discrete Intractable Likelihood
-    | (Matsubara, Knoblauch, Briol and Oates, 2023), Definition 3, Proposition 1, eqs. (5)-(6)
-    | https://arxiv.org/abs/2206.08420
+    - Generalised Bayesian Inference for Discrete Intractable Likelihood
+      (Matsubara, Knoblauch, Briol and Oates, 2023), Definition 3, Proposition 1, eqs. (5)-(6)
+      <https://arxiv.org/abs/2206.08420>
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ __all__ = ["DFDLoss", "dfd_term"]
 
 
 def dfd_term(log_r_minus: Tensor, log_r_plus: Tensor, valid: Tensor) -> Tensor:
-    r""":math:`\mathbb 1[\text{valid}]\,e^{2\log r_{j-}} - 2e^{\log r_{j+}}`, elementwise."""
+    r"""$\mathbb 1[\text{valid}]\,e^{2\log r_{j-}} - 2e^{\log r_{j+}}$, elementwise."""
     square = torch.where(valid, torch.exp(2 * log_r_minus), torch.zeros((), dtype=log_r_minus.dtype))
     return square - 2 * torch.exp(log_r_plus)
 
@@ -39,13 +40,13 @@ class DFDLoss(RatioLoss):
     r"""``D_n(theta) = n * DFD(p_theta || p_n)`` for ``theta [B, k] -> [B]`` (see module docstring).
 
     Arguments:
-        model: a :class:`~scorebayes.discrete.models.DiscreteModel`.
+        model: a [`DiscreteModel`][scorebayes.discrete.models.base.DiscreteModel].
         x: ``[n, d]`` integer data inside ``model.domain`` (or distinct rows with ``counts``).
         counts: optional ``[n]`` multiplicities (a frequency table).
-        compress: merge repeated rows (cost :math:`O(md)`) and, for exponential families,
-            repeated terms (default ``True``; ``False`` gives the plain :math:`O(nd)` loss).
+        compress: merge repeated rows (cost $O(md)$) and, for exponential families,
+            repeated terms (default ``True``; ``False`` gives the plain $O(nd)$ loss).
 
-    Example:
+    Examples:
         >>> from scorebayes.discrete.models import PoissonModel
         >>> loss = DFDLoss(PoissonModel(), torch.tensor([[0.], [2.], [2.]]))
         >>> round(loss(torch.tensor([[2.0]], dtype=torch.float64)).item(), 9)  # (0 - 1) + 2 * (1 - 3)

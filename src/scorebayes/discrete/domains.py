@@ -1,24 +1,24 @@
-r"""Discrete domains and the neighbour maps :math:`x^{j-}`, :math:`x^{j+}`.
+r"""Discrete domains and the neighbour maps $x^{j-}$, $x^{j+}$.
 
-A domain is a product :math:`\mathcal X = S_1\times\dots\times S_d` of integer lattices
-:math:`S_j = \{a_j, a_j + h_j, a_j + 2h_j, \dots\} \cap [a_j, b_j]` (spacing :math:`h_j`,
-default 1; the :math:`\pm1` spins of an Ising model use :math:`h_j = 2`). Each coordinate is
+A domain is a product $\mathcal X = S_1\times\dots\times S_d$ of integer lattices
+$S_j = \{a_j, a_j + h_j, a_j + 2h_j, \dots\} \cap [a_j, b_j]$ (spacing $h_j$,
+default 1; the $\pm1$ spins of an Ising model use $h_j = 2$). Each coordinate is
 one of four kinds (Standing Assumption 1 and Definition 1 of the paper):
 
-- ``"unbounded"`` (:math:`a=-\infty`, :math:`b=\infty`): :math:`s^\pm = s \pm h`;
-- ``"bounded"`` (both finite), **cyclic convention**: :math:`a^- = b`, :math:`b^+ = a`
+- ``"unbounded"`` ($a=-\infty$, $b=\infty$): $s^\pm = s \pm h$;
+- ``"bounded"`` (both finite), **cyclic convention**: $a^- = b$, $b^+ = a$
   (for a binary coordinate both neighbours are the flip);
-- ``"lower"`` (only a minimum), **star convention**: :math:`a^- = \star` with
-  :math:`p(\star) = 0`, so :math:`p(x^{j-})/p(x) = 0` at :math:`x_j = a`;
+- ``"lower"`` (only a minimum), **star convention**: $a^- = \star$ with
+  $p(\star) = 0$, so $p(x^{j-})/p(x) = 0$ at $x_j = a$;
 - ``"upper"`` (only a maximum), handled as ``"lower"`` after reversing the order:
-  :math:`x^{j-} = x + h` (:math:`\star` at :math:`x_j = b`) and :math:`x^{j+} = x - h`.
+  $x^{j-} = x + h$ ($\star$ at $x_j = b$) and $x^{j+} = x - h$.
 
-The maps are mutual inverses, :math:`(x^{j-})^{j+} = x` (Lemma 1).
+The maps are mutual inverses, $(x^{j-})^{j+} = x$ (Lemma 1).
 
 References:
-    | Generalised Bayesian Inference for Discrete Intractable Likelihood
-    | (Matsubara, Knoblauch, Briol and Oates, 2023), Section 2.1
-    | https://arxiv.org/abs/2206.08420
+    - Generalised Bayesian Inference for Discrete Intractable Likelihood
+      (Matsubara, Knoblauch, Briol and Oates, 2023), Section 2.1
+      <https://arxiv.org/abs/2206.08420>
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ class Neighbours(NamedTuple):
     r"""The neighbours of ``m`` points ``x [m, d]`` along every coordinate.
 
     Attributes:
-        minus: :math:`x^{j-}` as ``[d, m, d]`` (``minus[j]`` changes coordinate ``j``); a star
+        minus: $x^{j-}$ as ``[d, m, d]`` (``minus[j]`` changes coordinate ``j``); a star
             neighbour is replaced by ``x`` itself (a safe point to evaluate a model at).
-        plus: :math:`x^{j+}` as ``[d, m, d]`` (never a star).
-        valid: ``[m, d]`` bool, ``False`` where :math:`x^{j-} = \star`.
+        plus: $x^{j+}$ as ``[d, m, d]`` (never a star).
+        valid: ``[m, d]`` bool, ``False`` where $x^{j-} = \star$.
     """
 
     minus: Tensor
@@ -70,9 +70,9 @@ class Domain:
 
     Arguments:
         bounds: ``d`` pairs ``(low, high)``; ``float('inf')``, ``"inf"`` and ``"-inf"`` allowed.
-        spacing: lattice spacing :math:`h_j` (an int for all coordinates, or ``d`` ints).
+        spacing: lattice spacing $h_j$ (an int for all coordinates, or ``d`` ints).
 
-    Example:
+    Examples:
         >>> dom = Domain([[0, "inf"]])
         >>> dom.kinds
         ['lower']
@@ -118,12 +118,12 @@ class Domain:
 
     @classmethod
     def counts(cls, d: int = 1) -> Domain:
-        r""":math:`\mathbb N_0^d` (star convention at 0)."""
+        r"""$\mathbb N_0^d$ (star convention at 0)."""
         return cls([[0, math.inf]] * d)
 
     @classmethod
     def binary(cls, d: int = 1, *, coding: str = "01") -> Domain:
-        r""":math:`\{0,1\}^d` (``coding="01"``) or :math:`\{-1,1\}^d` (``"pm1"``), cyclic."""
+        r"""$\{0,1\}^d$ (``coding="01"``) or $\{-1,1\}^d$ (``"pm1"``), cyclic."""
         if coding == "01":
             return cls([[0, 1]] * d)
         if coding == "pm1":
@@ -165,8 +165,8 @@ class Domain:
                              f"[{self.low[j].item():g}, {self.high[j].item():g}]{step}")
 
     def minus(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        r"""Coordinate-wise :math:`x^{j-}_j` and validity, both ``[m, d]`` (element ``[i, j]``
-        is the new value of coordinate ``j`` of :math:`x_i^{j-}`; a star is returned as ``x``)."""
+        r"""Coordinate-wise $x^{j-}_j$ and validity, both ``[m, d]`` (element ``[i, j]``
+        is the new value of coordinate ``j`` of $x_i^{j-}$; a star is returned as ``x``)."""
         low, high, step = (t.to(x.dtype) for t in (self.low, self.high, self._step))
         out = x - step
         cyclic = self._cyclic & torch.ones_like(x, dtype=torch.bool)
@@ -176,13 +176,13 @@ class Domain:
         return out, valid
 
     def plus(self, x: Tensor) -> Tensor:
-        r"""Coordinate-wise :math:`x^{j+}_j`, ``[m, d]`` (never a star for points in the domain)."""
+        r"""Coordinate-wise $x^{j+}_j$, ``[m, d]`` (never a star for points in the domain)."""
         low, high, step = (t.to(x.dtype) for t in (self.low, self.high, self._step))
         out = x + step
         return torch.where(self._cyclic & (x == high), low.expand_as(x), out)
 
     def neighbours(self, x: Tensor) -> Neighbours:
-        r"""All neighbours of ``x [m, d]``: see :class:`Neighbours` (``[d, m, d]`` each)."""
+        r"""All neighbours of ``x [m, d]``: see [`Neighbours`][scorebayes.discrete.domains.Neighbours] (``[d, m, d]`` each)."""
         m, d = x.shape
         new_minus, valid = self.minus(x)
         new_plus = self.plus(x)

@@ -1,30 +1,31 @@
-r"""KSD-Bayes baseline: :math:`n\,\mathrm{KSD}^2(p_\theta\|p_n)` with the discrete Stein operator.
+r"""KSD-Bayes baseline: $n\,\mathrm{KSD}^2(p_\theta\|p_n)$ with the discrete Stein operator.
 
-With :math:`u_j(x) = 1 - r_{j-}(x,\theta)` (the :math:`j`-th component of :math:`\nabla^-p/p`,
-:math:`u_j = 1` at the star state), the V-statistic with the forward-difference Stein kernel is,
-up to a :math:`\theta`-free term (as in the paper's reference code),
+With $u_j(x) = 1 - r_{j-}(x,\theta)$ (the $j$-th component of $\nabla^-p/p$,
+$u_j = 1$ at the star state), the V-statistic with the forward-difference Stein kernel is,
+up to a $\theta$-free term (as in the paper's reference code),
 
-.. math::
-    n\,\mathrm{KSD}^2 \overset{\theta}{=} \frac1n\Big[\sum_{a,b}\sum_j u_j(x_a)u_j(x_b)k(x_a,x_b)
-    + 2\sum_{a,b}\sum_j u_j(x_b)\big(k(x_a^{j+},x_b) - k(x_a,x_b)\big)\Big].
+$$
+n\,\mathrm{KSD}^2 \overset{\theta}{=} \frac1n\Big[\sum_{a,b}\sum_j u_j(x_a)u_j(x_b)k(x_a,x_b)
++ 2\sum_{a,b}\sum_j u_j(x_b)\big(k(x_a^{j+},x_b) - k(x_a,x_b)\big)\Big].
+$$
 
-Kernels are :math:`k(x,x') = w(x)\,\kappa(h(x,x'))\,w(x')` with :math:`h` the Hamming distance:
+Kernels are $k(x,x') = w(x)\,\kappa(h(x,x'))\,w(x')$ with $h$ the Hamming distance:
 
-- ``"hamming"``: :math:`\kappa(h) = \exp(-h/d)` (the main experiments; V.B5 fixes the "=" typo);
-- ``"indicator"``: :math:`\kappa(h) = \mathbb 1\{h=0\}` (Bernoulli illustration);
-- ``"exp-indicator"``: :math:`\kappa(h) = \exp(-\mathbb 1\{h=0\})` (Poisson outliers, App. A.3);
-- ``weight``: an optional :math:`w(x)` (``[n, d] -> [n]``), e.g. :func:`sigmoid_weight`
-  (App. A.3: :math:`\sigma(15-x)`; App. D.4: :math:`\sigma(90-|\sum_i x_i|)`).
+- ``"hamming"``: $\kappa(h) = \exp(-h/d)$ (the main experiments; V.B5 fixes the "=" typo);
+- ``"indicator"``: $\kappa(h) = \mathbb 1\{h=0\}$ (Bernoulli illustration);
+- ``"exp-indicator"``: $\kappa(h) = \exp(-\mathbb 1\{h=0\})$ (Poisson outliers, App. A.3);
+- ``weight``: an optional $w(x)$ (``[n, d] -> [n]``), e.g. `sigmoid_weight()`
+  (App. A.3: $\sigma(15-x)$; App. D.4: $\sigma(90-|\sum_i x_i|)$).
 
-The data enter through the :math:`\theta`-free matrices :math:`K` ``[m, m]`` and
-:math:`G_{bj} = \sum_a c_a (k(x_a^{j+},x_b) - k(x_a,x_b))` ``[m, d]``, precomputed once, so one
-evaluation costs :math:`O(m^2 d)` (``m`` distinct rows).
+The data enter through the $\theta$-free matrices $K$ ``[m, m]`` and
+$G_{bj} = \sum_a c_a (k(x_a^{j+},x_b) - k(x_a,x_b))$ ``[m, d]``, precomputed once, so one
+evaluation costs $O(m^2 d)$ (``m`` distinct rows).
 
 References:
-    | Robust generalised Bayesian inference for intractable likelihoods
-    | (Matsubara, Knoblauch, Briol and Oates, 2022) https://arxiv.org/abs/2104.07359
-    | Generalised Bayesian Inference for Discrete Intractable Likelihood (2023), Sections 4.1-4.2, App. A.3, D.4
-    | https://arxiv.org/abs/2206.08420
+    - Robust generalised Bayesian inference for intractable likelihoods
+      (Matsubara, Knoblauch, Briol and Oates, 2022) <https://arxiv.org/abs/2104.07359>
+    - Generalised Bayesian Inference for Discrete Intractable Likelihood (2023), Sections 4.1-4.2, App. A.3, D.4
+      <https://arxiv.org/abs/2206.08420>
 """
 
 from __future__ import annotations
@@ -49,9 +50,9 @@ _KERNELS = {
 
 
 class sigmoid_weight:  # noqa: N801 - used like a function
-    r"""Weight :math:`w(x) = \sigma(c - |\sum_i x_i|)` (``[n, d] -> [n]``); picklable.
+    r"""Weight $w(x) = \sigma(c - |\sum_i x_i|)$ (``[n, d] -> [n]``); picklable.
 
-    ``sigmoid_weight(15.0)`` is App. A.3's :math:`\sigma(15 - x)` for counts and
+    ``sigmoid_weight(15.0)`` is App. A.3's $\sigma(15 - x)$ for counts and
     ``sigmoid_weight(90.0)`` App. D.4's robust Ising weight.
     """
 
@@ -66,12 +67,12 @@ class KSDLoss:
     r"""``n * KSD^2(p_theta || p_n)`` for ``theta [B, k] -> [B]`` (see module docstring).
 
     Arguments:
-        model: a :class:`~scorebayes.discrete.models.DiscreteModel`.
+        model: a [`DiscreteModel`][scorebayes.discrete.models.base.DiscreteModel].
         x: ``[n, d]`` integer data (or distinct rows with ``counts``).
         counts: optional ``[n]`` multiplicities.
         kernel: ``"hamming"``, ``"indicator"`` or ``"exp-indicator"``.
-        weight: optional :math:`w(x)`, ``[n, d] -> [n]``.
-        compress: merge repeated rows (``False``: the plain :math:`O(n^2d)` V-statistic).
+        weight: optional $w(x)$, ``[n, d] -> [n]``.
+        compress: merge repeated rows (``False``: the plain $O(n^2d)$ V-statistic).
         chunk: rows per block when precomputing ``G`` (memory ``chunk * m * d``).
     """
 
@@ -96,7 +97,7 @@ class KSDLoss:
         self._g_full = self.stein_offsets(self.row_counts[None])[0]
 
     def stein_offsets(self, row_weights: Tensor) -> Tensor:
-        r""":math:`G_{bj}(c) = \sum_a c_a (k(x_a^{j+}, x_b) - k(x_a, x_b))` for weights ``[B, m]`` -> ``[B, m, d]``."""
+        r"""$G_{bj}(c) = \sum_a c_a (k(x_a^{j+}, x_b) - k(x_a, x_b))$ for weights ``[B, m]`` -> ``[B, m, d]``."""
         rows, d = self.rows, self.model.dim
         kappa = _KERNELS[self.kernel]
         out = torch.zeros(row_weights.shape[0], rows.shape[0], d, dtype=torch.float64)
@@ -111,7 +112,7 @@ class KSDLoss:
         return out
 
     def stein_components(self, theta: Tensor) -> Tensor:
-        r""":math:`u_j(x_b) = 1 - r_{j-}(x_b,\theta)`, ``[B, m, d]``."""
+        r"""$u_j(x_b) = 1 - r_{j-}(x_b,\theta)$, ``[B, m, d]``."""
         lm, _, valid = self.model.log_ratios(theta, self.rows.to(theta.dtype))
         return 1 - torch.where(valid, torch.exp(lm), torch.zeros((), dtype=lm.dtype))
 

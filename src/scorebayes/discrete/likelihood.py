@@ -1,17 +1,18 @@
 r"""Standard Bayes for one-dimensional count models with a truncated normalising constant.
 
-.. math::
-    L_n(\theta) = -\sum_{i=1}^n\log\tilde p_\theta(x_i) + n\log Z_\theta,\qquad
-    Z_\theta \approx \sum_{y=0}^{Y}\tilde p_\theta(y)
+$$
+L_n(\theta) = -\sum_{i=1}^n\log\tilde p_\theta(x_i) + n\log Z_\theta,\qquad
+Z_\theta \approx \sum_{y=0}^{Y}\tilde p_\theta(y)
+$$
 
-(the paper's baseline for the CMP model uses :math:`Y = 99`). It has the
+(the paper's baseline for the CMP model uses $Y = 99$). It has the
 same interface as the other losses (``__call__``, ``reweighted``, ``per_row``) so it can be
-sampled and, for comparison, calibrated in the same way; standard Bayes keeps :math:`\beta = 1`.
+sampled and, for comparison, calibrated in the same way; standard Bayes keeps $\beta = 1$.
 
 References:
-    | Generalised Bayesian Inference for Discrete Intractable Likelihood
-    | (Matsubara, Knoblauch, Briol and Oates, 2023), Section 4.1
-    | https://arxiv.org/abs/2206.08420
+    - Generalised Bayesian Inference for Discrete Intractable Likelihood
+      (Matsubara, Knoblauch, Briol and Oates, 2023), Section 4.1
+      <https://arxiv.org/abs/2206.08420>
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ __all__ = ["TruncatedLikelihoodLoss"]
 
 
 class TruncatedLikelihoodLoss:
-    r"""Negative log-likelihood ``theta [B, k] -> [B]`` with :math:`Z_\theta` summed over ``0..max_value``.
+    r"""Negative log-likelihood ``theta [B, k] -> [B]`` with $Z_\theta$ summed over ``0..max_value``.
 
     Arguments:
-        model: a model on :math:`\mathbb N_0` (``d = 1``, lower bound 0).
+        model: a model on $\mathbb N_0$ (``d = 1``, lower bound 0).
         x: ``[n, 1]`` counts (or distinct values with ``counts``).
         counts: optional multiplicities.
         max_value: the truncation ``Y`` (default 99 as in the paper).
@@ -50,11 +51,11 @@ class TruncatedLikelihoodLoss:
         self._support = torch.arange(max_value + 1, dtype=torch.float64)[:, None]
 
     def log_normaliser(self, theta: Tensor) -> Tensor:
-        r""":math:`\log Z_\theta` ``[B]``."""
+        r"""$\log Z_\theta$ ``[B]``."""
         return torch.logsumexp(self.model.log_unnormalized(theta, self._support.to(theta.dtype)), dim=-1)
 
     def per_row(self, theta: Tensor) -> Tensor:
-        r""":math:`-\log p_\theta(x)` for each distinct row, ``[B, m]``."""
+        r"""$-\log p_\theta(x)$ for each distinct row, ``[B, m]``."""
         lp = self.model.log_unnormalized(theta, self.rows.to(theta.dtype))
         return self.log_normaliser(theta)[:, None] - lp
 

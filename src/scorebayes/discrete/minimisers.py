@@ -1,29 +1,31 @@
 r"""Row-separable minimisers in the unconstrained space of a prior: saddle-free Newton and Adam.
 
 ``objective(theta [B, k]) -> [B]`` is a batch of ``B`` independent problems (e.g. bootstrap
-losses) minimised together in :math:`u = T^{-1}(\theta)` (the bijection of
-:class:`~scorebayes.priors.ParameterSpace`).
+losses) minimised together in $u = T^{-1}(\theta)$ (the bijection of
+[`ParameterSpace`][scorebayes.priors.ParameterSpace]).
 
-**Newton** (default). With :math:`g` and :math:`H = Q\Lambda Q^\top` the gradient and
-(symmetrised) Hessian of a row at :math:`u_t`, and the floor
-:math:`\lambda_{\min} = 10^{-10}\max_i|\lambda_i| + 10^{-300}`, the saddle-free step has
-coefficients along the eigenvectors :math:`q_i`
+**Newton** (default). With $g$ and $H = Q\Lambda Q^\top$ the gradient and
+(symmetrised) Hessian of a row at $u_t$, and the floor
+$\lambda_{\min} = 10^{-10}\max_i|\lambda_i| + 10^{-300}$, the saddle-free step has
+coefficients along the eigenvectors $q_i$
 
-.. math::
-    c_i = -\frac{q_i^\top g}{\max(|\lambda_i|, \lambda_{\min})}, \qquad
-    c_i \leftarrow -\operatorname{sign}(q_i^\top g)\,\max(|c_i|, \epsilon)
-    \ \text{ if } \lambda_i < -\lambda_{\min}
+$$
+c_i = -\frac{q_i^\top g}{\max(|\lambda_i|, \lambda_{\min})}, \qquad
+c_i \leftarrow -\operatorname{sign}(q_i^\top g)\,\max(|c_i|, \epsilon)
+\ \text{ if } \lambda_i < -\lambda_{\min}
+$$
 
-(negative curvature is descended, by at least :math:`\epsilon = 10^{-2}`, so saddles such as
-squared parameters stuck at 0 are left), :math:`\delta = Qc`. The trust region caps every
-coordinate of the step at ``max_step`` :math:`s`,
+(negative curvature is descended, by at least $\epsilon = 10^{-2}$, so saddles such as
+squared parameters stuck at 0 are left), $\delta = Qc$. The trust region caps every
+coordinate of the step at ``max_step`` $s$,
 
-.. math::
-    \delta \leftarrow \delta\,\min\bigl(1, s/\|\delta\|_\infty\bigr),
+$$
+\delta \leftarrow \delta\,\min\bigl(1, s/\|\delta\|_\infty\bigr),
+$$
 
-and the step length is damped: :math:`\alpha = 1, \tfrac12, \tfrac14, \dots` (at most 40 halvings)
-until the Armijo condition :math:`f(u_t + \alpha\delta) \le f(u_t) + 10^{-4}\alpha\,g^\top\delta`
-holds, then :math:`u_{t+1} = u_t + \alpha\delta`.
+and the step length is damped: $\alpha = 1, \tfrac12, \tfrac14, \dots$ (at most 40 halvings)
+until the Armijo condition $f(u_t + \alpha\delta) \le f(u_t) + 10^{-4}\alpha\,g^\top\delta$
+holds, then $u_{t+1} = u_t + \alpha\delta$.
 
 **Adam** (the paper's choice): elementwise Adam at ``lr``, decaying geometrically to
 ``lr * final_lr_ratio`` over ``num_steps`` steps.
@@ -33,19 +35,20 @@ more than ``tol``, or no further decrease), ``NOT_CONVERGED = 1`` (still moving 
 budget), ``NON_FINITE = 2`` (value, gradient or Hessian not finite; frozen at its last finite
 point) and ``ESCAPED = 3``: a row is frozen once
 
-.. math::
-    \|u_t - u_0\|_\infty > \texttt{max\_distance},
+$$
+\|u_t - u_0\|_\infty > \texttt{max\_distance},
+$$
 
 i.e. it ran away from its start (typically where the objective is unbounded below, e.g. a CMP
 dispersion going to infinity). Flagged rows never affect the other rows.
 
 References:
-    | Generalised Bayesian Inference for Discrete Intractable Likelihood
-    | (Matsubara, Knoblauch, Briol and Oates, 2023), Section 3.3
-    | https://arxiv.org/abs/2206.08420
-    | Identifying and attacking the saddle point problem in high-dimensional non-convex
-    | optimization (Dauphin, Pascanu, Gulcehre, Cho, Ganguli and Bengio, 2014)
-    | https://arxiv.org/abs/1406.2572
+    - Generalised Bayesian Inference for Discrete Intractable Likelihood
+      (Matsubara, Knoblauch, Briol and Oates, 2023), Section 3.3
+      <https://arxiv.org/abs/2206.08420>
+    - Identifying and attacking the saddle point problem in high-dimensional non-convex
+      optimization (Dauphin, Pascanu, Gulcehre, Cho, Ganguli and Bengio, 2014)
+      <https://arxiv.org/abs/1406.2572>
 """
 
 from __future__ import annotations
@@ -63,11 +66,11 @@ __all__ = ["minimise", "grad_hessian", "CONVERGED", "NOT_CONVERGED", "NON_FINITE
 
 def grad_hessian(objective: Callable[[Tensor], Tensor], u: Tensor,
                   space: ParameterSpace | None = None) -> tuple[Tensor, Tensor, Tensor]:
-    """Value ``[B]``, gradient ``[B, k]`` and Hessian ``[B, k, k]`` of ``objective(T(u))`` for separable rows.
+    r"""Value ``[B]``, gradient ``[B, k]`` and Hessian ``[B, k, k]`` of ``objective(T(u))`` for separable rows.
 
     Losses with closed-form derivatives in the natural parameters (``has_closed_form``) use
-    :math:`H_u = J^\\top H_\\eta J + \\nabla^2_u(g_\\eta\\cdot\\eta(T(u)))`, with the Jacobian
-    :math:`J` of the small map :math:`u \\mapsto \\eta(T(u))` by autograd; other losses use
+    $H_u = J^\top H_\eta J + \nabla^2_u(g_\eta\cdot\eta(T(u)))$, with the Jacobian
+    $J$ of the small map $u \mapsto \eta(T(u))$ by autograd; other losses use
     autograd throughout (one backward pass per parameter).
     """
     to_theta = space.to_constrained if space is not None else (lambda v: v)
@@ -100,7 +103,7 @@ def _newton(objective: Callable[[Tensor], Tensor], u: Tensor, space: ParameterSp
             max_distance: float = math.inf) -> tuple[Tensor, Tensor]:
     """Saddle-free Newton with a backtracking line search and a trust region, per row.
 
-    Direction :math:`-|H|^{-1} g` (the Hessian with absolute, floored eigenvalues, so negative
+    Direction $-|H|^{-1} g$ (the Hessian with absolute, floored eigenvalues, so negative
     curvature is descended too, with a step of at least ``escape`` along negative-curvature
     directions so that saddle points are left), shortened to at most ``max_step`` in every
     coordinate; step length halved until the Armijo condition holds. A row is ``CONVERGED``
@@ -171,7 +174,7 @@ def _newton(objective: Callable[[Tensor], Tensor], u: Tensor, space: ParameterSp
 
 def _adam(objective: Callable[[Tensor], Tensor], u: Tensor, num_steps: int, lr: float, final_lr_ratio: float,
           tol: float, check_every: int, max_distance: float) -> tuple[Tensor, Tensor]:
-    """Adam in the unconstrained space (elementwise, so row-separable); rows frozen as in :func:`_newton`."""
+    """Adam in the unconstrained space (elementwise, so row-separable); rows frozen as in `_newton()`."""
     start = u.clone()
     status = torch.full((u.shape[0],), NOT_CONVERGED, dtype=torch.int64)
     u = u.clone().requires_grad_(True)

@@ -1,19 +1,20 @@
 r"""Pseudo-likelihood loss for models with binary coordinates (the Ising baseline).
 
-.. math::
-    L_n(\theta) = -\sum_{i=1}^n\sum_{j=1}^d \log p_\theta(x_{ij}\mid x_{i,-j})
-    = \sum_{i,j}\log\big(1 + r_{j-}(x_i,\theta)\big),
+$$
+L_n(\theta) = -\sum_{i=1}^n\sum_{j=1}^d \log p_\theta(x_{ij}\mid x_{i,-j})
+= \sum_{i,j}\log\big(1 + r_{j-}(x_i,\theta)\big),
+$$
 
-since for a binary coordinate :math:`x^{j-}` is the flip and
-:math:`p(x_j\mid x_{-j}) = p(x)/(p(x)+p(x^{j-}))`. For the Ising model this is
-:math:`-\sum\log\sigma(\Delta_j/\theta)` with :math:`\Delta_j` the flip change of the statistic
-(as in the paper's reference code). Calibrated with :math:`\beta_*` like the other generalised posteriors.
+since for a binary coordinate $x^{j-}$ is the flip and
+$p(x_j\mid x_{-j}) = p(x)/(p(x)+p(x^{j-}))$. For the Ising model this is
+$-\sum\log\sigma(\Delta_j/\theta)$ with $\Delta_j$ the flip change of the statistic
+(as in the paper's reference code). Calibrated with $\beta_*$ like the other generalised posteriors.
 
 References:
-    | Generalised Bayesian Inference for Discrete Intractable Likelihood
-    | (Matsubara, Knoblauch, Briol and Oates, 2023), Section 4.2
-    | https://arxiv.org/abs/2206.08420
-    | Statistical analysis of non-lattice data (Besag, 1975)
+    - Generalised Bayesian Inference for Discrete Intractable Likelihood
+      (Matsubara, Knoblauch, Briol and Oates, 2023), Section 4.2
+      <https://arxiv.org/abs/2206.08420>
+    - Statistical analysis of non-lattice data (Besag, 1975)
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ __all__ = ["PseudoLikelihoodLoss"]
 class PseudoLikelihoodLoss(RatioLoss):
     r"""Negative log pseudo-likelihood ``theta [B, k] -> [B]`` (binary coordinates only).
 
-    Arguments: as :class:`~scorebayes.discrete.dfd.DFDLoss`.
+    Arguments: as [`DFDLoss`][scorebayes.discrete.dfd.DFDLoss].
 
     Raises:
         ValueError: if a coordinate of the domain does not have exactly two values.

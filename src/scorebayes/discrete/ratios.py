@@ -2,25 +2,26 @@ r"""Losses that are sums of per-term functions of neighbour log-ratios, with aut
 
 A ratio loss is
 
-.. math::
-    L_n(\theta) = \sum_{i=1}^n\sum_{j=1}^d f\big(\log r_{j-}(x_i,\theta), \log r_{j+}(x_i,\theta)\big),
+$$
+L_n(\theta) = \sum_{i=1}^n\sum_{j=1}^d f\big(\log r_{j-}(x_i,\theta), \log r_{j+}(x_i,\theta)\big),
+$$
 
-(:math:`f` masked at the star state). Two compressions make it cheap (Remark 1 of the paper):
+($f$ masked at the star state). Two compressions make it cheap (Remark 1 of the paper):
 
 - **repeated rows**: data are reduced to their ``m`` unique rows with counts, so a loss costs
-  :math:`O(md)` instead of :math:`O(nd)`;
-- **repeated terms** (exponential families, :class:`~scorebayes.discrete.models.ExponentialFamilyModel`):
-  each :math:`(i, j)` term depends on :math:`\theta` only through :math:`\eta(\theta)` and the
-  :math:`\theta`-free statistics :math:`(T_{j\mp}, b_{j\mp})`, so identical statistics are merged.
+  $O(md)$ instead of $O(nd)$;
+- **repeated terms** (exponential families, [`ExponentialFamilyModel`][scorebayes.discrete.models.base.ExponentialFamilyModel]):
+  each $(i, j)$ term depends on $\theta$ only through $\eta(\theta)$ and the
+  $\theta$-free statistics $(T_{j\mp}, b_{j\mp})$, so identical statistics are merged.
   An Ising model then has at most 9 distinct terms, whatever ``n`` and ``d``.
 
-Bootstrap replicates reuse the compression: :meth:`RatioLoss.reweighted` maps row weights
+Bootstrap replicates reuse the compression: `RatioLoss.reweighted()` maps row weights
 ``[B, m]`` (resampling counts) to term weights once.
 
 References:
-    | Generalised Bayesian Inference for Discrete Intractable Likelihood
-    | (Matsubara, Knoblauch, Briol and Oates, 2023), Remark 1 and Example 1
-    | https://arxiv.org/abs/2206.08420
+    - Generalised Bayesian Inference for Discrete Intractable Likelihood
+      (Matsubara, Knoblauch, Briol and Oates, 2023), Remark 1 and Example 1
+      <https://arxiv.org/abs/2206.08420>
 """
 
 from __future__ import annotations
@@ -77,10 +78,10 @@ def prepare_data(model: DiscreteModel, x: Tensor | np.ndarray, counts: Tensor | 
 
 
 class RatioLoss(ABC):
-    r"""Base class of :class:`~scorebayes.discrete.dfd.DFDLoss` and the pseudo-likelihood loss.
+    r"""Base class of [`DFDLoss`][scorebayes.discrete.dfd.DFDLoss] and the pseudo-likelihood loss.
 
     Arguments:
-        model: a :class:`~scorebayes.discrete.models.DiscreteModel`.
+        model: a [`DiscreteModel`][scorebayes.discrete.models.base.DiscreteModel].
         x: ``[n, d]`` integer data (or distinct rows when ``counts`` is given).
         counts: optional ``[n]`` multiplicities (a frequency table).
         compress: merge repeated rows and (for exponential families) repeated terms.
@@ -144,14 +145,14 @@ class RatioLoss(ABC):
 
     @property
     def has_closed_form(self) -> bool:
-        """Whether :meth:`natural_derivatives` is available (exponential family and known term derivatives)."""
+        """Whether `natural_derivatives()` is available (exponential family and known term derivatives)."""
         return self._exp_family and type(self).term_derivatives is not RatioLoss.term_derivatives
 
     def natural_derivatives(self, eta: Tensor, term_weights: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         r"""Value ``[B]``, gradient ``[B, q]`` and Hessian ``[B, q, q]`` with respect to the natural
-        parameters ``eta [B, q]``, in closed form: with :math:`l_\mp = \eta\cdot T_{j\mp} + b_{j\mp}`,
-        :math:`\nabla_\eta = \sum_u w_u(f_- T_- + f_+ T_+)` and
-        :math:`\nabla^2_\eta = \sum_u w_u(f_{--} T_-T_-^\top + f_{++} T_+T_+^\top)`."""
+        parameters ``eta [B, q]``, in closed form: with $l_\mp = \eta\cdot T_{j\mp} + b_{j\mp}$,
+        $\nabla_\eta = \sum_u w_u(f_- T_- + f_+ T_+)$ and
+        $\nabla^2_\eta = \sum_u w_u(f_{--} T_-T_-^\top + f_{++} T_+T_+^\top)$."""
         w = (self.term_weights if term_weights is None else term_weights).to(eta.dtype).expand(eta.shape[0], -1)
         tm, tp = self._t_minus.to(eta.dtype), self._t_plus.to(eta.dtype)
         lm = eta @ tm.T + self._b_minus.to(eta.dtype)
@@ -195,9 +196,9 @@ class RatioLoss(ABC):
 
 
 class WeightedLoss:
-    r"""A :class:`RatioLoss` with fixed term weights ``[B, T]`` (e.g. bootstrap replicates); picklable.
+    r"""A `RatioLoss` with fixed term weights ``[B, T]`` (e.g. bootstrap replicates); picklable.
 
-    Calls ``theta [B, k] -> [B]`` and offers :meth:`natural_derivatives` like the loss itself.
+    Calls ``theta [B, k] -> [B]`` and offers `natural_derivatives()` like the loss itself.
     """
 
     def __init__(self, loss: RatioLoss, term_weights: Tensor):

@@ -1,6 +1,6 @@
 r"""Built-in models of the experiments, and toy models with exact posteriors.
 
-:func:`get_model` returns a fresh :class:`~scorebayes.models.base.Model` by name (the CLI's
+`get_model()` returns a fresh `Model` by name (the CLI's
 ``simulator = "builtin:NAME"``):
 
 =================  ==========================================================  =====  ======

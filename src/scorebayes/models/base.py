@@ -3,19 +3,19 @@ r"""The common interface of the built-in models.
 A built-in model bundles everything a benchmark needs about one experiment:
 
 - ``name``, ``parameter_names`` (``d`` names of the *internal* parameter),
-  ``reported_names`` and :meth:`Model.to_reported` (the parameter as the paper reports it);
+  ``reported_names`` and `Model.to_reported()` (the parameter as the paper reports it);
 - ``prior``: a ``torch.distributions.Distribution`` with event shape ``[d]``;
-- ``simulator``: a :class:`scorebayes.simulators.Simulator`, called as
+- ``simulator``: a [`scorebayes.simulators.Simulator`][scorebayes.simulators.Simulator], called as
   ``simulator(theta [B, d], n, generator) -> x [B, n, p]`` (reparametrised
   ``latent``/``transform`` wherever localization needs gradients);
-- ``true_parameters [d]``, ``n_obs`` (the paper's :math:`n`), ``obs_dim`` (:math:`p`) and
-  :meth:`Model.observed` to draw the observed data ``x_obs [n, p]``;
+- ``true_parameters [d]``, ``n_obs`` (the paper's $n$), ``obs_dim`` ($p$) and
+  `Model.observed()` to draw the observed data ``x_obs [n, p]``;
 - ``paper_settings``: a plain dict of the paper's table sizes, networks, epochs, ...
 
 Optional capabilities are ``None`` on models that lack them (test with ``is not None``):
 
 - ``true_score(theta [B, d], x) -> [B, d]``: the exact likelihood score
-  :math:`\nabla_\theta \log p_\theta`; ``x [B, p]`` is one observation per parameter,
+  $\nabla_\theta \log p_\theta$; ``x [B, p]`` is one observation per parameter,
   ``x [B, n, p]`` a data set (the per-observation scores summed over ``n``);
 - ``support(x_obs [n, p]) -> (low [d], high [d])``: a data-dependent admissible box;
 - ``reference_posterior(x_obs [n, p], num, generator) -> Posterior``: exact posterior draws;
@@ -45,10 +45,10 @@ class Model:
         prior: prior over the internal parameter, event shape ``[d]``.
         simulator: batched simulator ``theta [B, d] -> x [B, n, p]``.
         true_parameters: ``[d]`` internal parameter used to simulate the observed data.
-        n_obs: the paper's number of observations :math:`n` (rows of ``x_obs``).
-        obs_dim: the dimension :math:`p` of one observation.
+        n_obs: the paper's number of observations $n$ (rows of ``x_obs``).
+        obs_dim: the dimension $p$ of one observation.
         paper_settings: the paper's experimental settings, as a plain dict.
-        reported_names: names of :meth:`to_reported` outputs (default: ``parameter_names``).
+        reported_names: names of `to_reported()` outputs (default: ``parameter_names``).
     """
 
     #: exact likelihood score ``(theta [B, d], x [B, p] | [B, n, p]) -> [B, d]``, if known
@@ -95,7 +95,7 @@ class Model:
 
     @property
     def dim(self) -> int:
-        """The parameter dimension :math:`d`."""
+        """The parameter dimension $d$."""
         return len(self.parameter_names)
 
     def to_reported(self, theta: Tensor) -> Tensor:
@@ -103,7 +103,7 @@ class Model:
         return theta
 
     def observed(self, generator: torch.Generator | None = None) -> Tensor:
-        r"""Draw the observed data ``x_obs [n_obs, p]`` at :attr:`true_parameters`."""
+        r"""Draw the observed data ``x_obs [n_obs, p]`` at `true_parameters`."""
         return self.simulator(self.true_parameters[None], self.n_obs, generator)[0]
 
     def __repr__(self) -> str:

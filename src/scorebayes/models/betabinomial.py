@@ -1,21 +1,25 @@
 r"""Beta-Binomial illustration of App. B.1 (Fig. 6).
 
-.. math:: X \mid \theta \sim \text{Bin}(m, \theta), \quad m = 100, \qquad \theta \sim \text{Beta}(5, 5),
+$$
+X \mid \theta \sim \text{Bin}(m, \theta), \quad m = 100, \qquad \theta \sim \text{Beta}(5, 5),
+$$
 
 with the exact likelihood score of one observation
 
-.. math:: s^*(\theta, x) = \frac{x}{\theta} - \frac{m - x}{1 - \theta}
+$$
+s^*(\theta, x) = \frac{x}{\theta} - \frac{m - x}{1 - \theta}
+$$
 
 and, for ``n`` observations, the conjugate posterior
-:math:`\text{Beta}(5 + \sum_i x_i,\; 5 + nm - \sum_i x_i)`.
+$\text{Beta}(5 + \sum_i x_i,\; 5 + nm - \sum_i x_i)$.
 
-The reparametrised simulator draws :math:`m` uniforms :math:`Z_{ij}` per observation and
-returns :math:`\sum_j \mathbb 1(Z_{ij} \le \theta)`; its ``smooth_transform`` uses the
-smooth indicator :math:`\sigma(500(\theta - Z_{ij}))`.
+The reparametrised simulator draws $m$ uniforms $Z_{ij}$ per observation and
+returns $\sum_j \mathbb 1(Z_{ij} \le \theta)$; its ``smooth_transform`` uses the
+smooth indicator $\sigma(500(\theta - Z_{ij}))$.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
-    | https://arxiv.org/abs/2509.03853 (App. B.1)
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+      <https://arxiv.org/abs/2509.03853> (App. B.1)
 """
 
 from __future__ import annotations
@@ -55,10 +59,10 @@ class BetaBinomial(Model):
     r"""``X ~ Bin(trials, theta)``, ``theta ~ Beta(a, b)`` (``d = p = 1``).
 
     Arguments:
-        trials: the binomial size :math:`m` (100).
-        concentration1, concentration0: the Beta prior :math:`(a, b) = (5, 5)`.
-        n_obs: number of observations (App. B.1 uses a single :math:`X`).
-        true_parameters: :math:`\theta^*` (varied in Fig. 6; default 0.5).
+        trials: the binomial size $m$ (100).
+        concentration1, concentration0: the Beta prior $(a, b) = (5, 5)$.
+        n_obs: number of observations (App. B.1 uses a single $X$).
+        true_parameters: $\theta^*$ (varied in Fig. 6; default 0.5).
     """
 
     def __init__(self, trials: int = 100, concentration1: float = 5.0,

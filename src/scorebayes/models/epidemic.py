@@ -1,35 +1,37 @@
 r"""Partially observed stochastic SI model of healthcare-associated infections (Sec. 5.3, App. C.3).
 
-A facility holds :math:`N = 60J` individuals on :math:`J` floors (floor :math:`F_i = i \bmod J`)
-in rooms of two (room :math:`R_i = i \bmod N/2`). Hidden infection :math:`X_{i,t}` and observed
-status :math:`Y_{i,t}` evolve for :math:`t = 0..T-1` as in Chatha et al.'s public simulator:
+A facility holds $N = 60J$ individuals on $J$ floors (floor $F_i = i \bmod J$)
+in rooms of two (room $R_i = i \bmod N/2$). Hidden infection $X_{i,t}$ and observed
+status $Y_{i,t}$ evolve for $t = 0..T-1$ as in Chatha et al.'s public simulator:
 
-- :math:`t = 0`: :math:`X_{i,0} \sim \text{Bern}(\alpha)`, :math:`Y_{i,0} = X_{i,0}` (screening).
-- hazard of a susceptible :math:`i`, from :math:`I = X_{\cdot,t-1}`:
+- $t = 0$: $X_{i,0} \sim \text{Bern}(\alpha)$, $Y_{i,0} = X_{i,0}$ (screening).
+- hazard of a susceptible $i$, from $I = X_{\cdot,t-1}$:
 
-  .. math:: h_i = \beta_0 \frac{\sum_l I_l}{N} + \beta_{F_i + 1} \frac{\#\{\text{infected on } F_i\}}{60}
-            + \beta_{J+1} \frac{\#\{\text{infected in } R_i\}}{c_R},
+  $$
+  h_i = \beta_0 \frac{\sum_l I_l}{N} + \beta_{F_i + 1} \frac{\#\{\text{infected on } F_i\}}{60}
+  + \beta_{J+1} \frac{\#\{\text{infected in } R_i\}}{c_R},
+  $$
 
-  with :math:`c_R = 2` (room capacity; ``room_normalisation="n"`` uses :math:`c_R = N`, the
-  paper's printed :math:`\beta_{J+1}/n`); new infection :math:`\mathbb 1(U^{inf} < 1 - e^{-h_i})`.
+  with $c_R = 2$ (room capacity; ``room_normalisation="n"`` uses $c_R = N$, the
+  paper's printed $\beta_{J+1}/n$); new infection $\mathbb 1(U^{inf} < 1 - e^{-h_i})$.
 - detection: a hidden-infected, not yet observed person becomes observed when
-  :math:`U^{obs} < \eta` (``detection="current"`` uses :math:`X_{\cdot,t}`, as in the code;
-  ``"previous"`` uses :math:`X_{\cdot,t-1}`, the paper's prose).
-- turnover: if :math:`U^{dis} < \gamma` the person is replaced, and
-  :math:`X = Y = \mathbb 1(U^{scr} < \alpha)` (perfect admission screening).
+  $U^{obs} < \eta$ (``detection="current"`` uses $X_{\cdot,t}$, as in the code;
+  ``"previous"`` uses $X_{\cdot,t-1}$, the paper's prose).
+- turnover: if $U^{dis} < \gamma$ the person is replaced, and
+  $X = Y = \mathbb 1(U^{scr} < \alpha)$ (perfect admission screening).
 
-The output is the summary matrix :math:`S \in \mathbb R^{T \times (J+2)}`, row :math:`t` holding the
+The output is the summary matrix $S \in \mathbb R^{T \times (J+2)}$, row $t$ holding the
 observed prevalence in the facility, on each floor, and the proportion of rooms whose two
-occupants are both observed infected. The SBI pipeline treats :math:`S` (``x [B, T, J+2]``,
+occupants are both observed infected. The SBI pipeline treats $S$ (``x [B, T, J+2]``,
 ``n = T``) as one data set. All uniforms are latents, so ``transform`` is a deterministic map;
-``smooth_transform`` replaces the (only :math:`\theta`-dependent) infection indicator by the
-smooth indicator :math:`\sigma(500(p - U^{inf}))`.
+``smooth_transform`` replaces the (only $\theta$-dependent) infection indicator by the
+smooth indicator $\sigma(500(p - U^{inf}))$.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
-    | https://arxiv.org/abs/2509.03853 (Sec. 5.3, App. C.3)
-    | Chatha et al., Neural posterior estimation for stochastic epidemic modeling, 2024;
-    | code: https://github.com/epibayes/np-epid (src/dataset/si_model.py)
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+      <https://arxiv.org/abs/2509.03853> (Sec. 5.3, App. C.3)
+    - Chatha et al., Neural posterior estimation for stochastic epidemic modeling, 2024;
+      code: <https://github.com/epibayes/np-epid> (src/dataset/si_model.py)
 """
 
 from __future__ import annotations
@@ -55,8 +57,8 @@ FLOOR_SIZE = 60
 class EpidemicSimulator:
     r"""The vectorised SI simulator: latents ``[B, T, N, 4]`` and ``transform(theta [B, J+2], z)``.
 
-    Latent channels: 0 infection (at :math:`t = 0`: initial carriage), 1 detection,
-    2 discharge, 3 admission screening; all :math:`U(0, 1)`, stored in float32 (half the
+    Latent channels: 0 infection (at $t = 0$: initial carriage), 1 detection,
+    2 discharge, 3 admission screening; all $U(0, 1)$, stored in float32 (half the
     memory and time; the simulation itself runs in ``theta``'s dtype).
     """
 
@@ -94,7 +96,7 @@ class EpidemicSimulator:
         return self.run(theta, z)[0]
 
     def smooth_transform(self, theta: Tensor, z: Tensor) -> Tensor:
-        """As :meth:`transform` with the smooth infection indicator (for localization)."""
+        """As `transform()` with the smooth infection indicator (for localization)."""
         return self.run(theta, z, smooth=True)[0]
 
     def simulate(self, theta: Tensor, n: int, generator: torch.Generator | None) -> Tensor:
@@ -168,14 +170,14 @@ class Epidemic(Model):
     r"""The SI epidemic model; setting 1 (``floors=5``) or setting 2 (``floors=10``).
 
     Arguments:
-        floors: :math:`J` (5 or 10); :math:`N = 60 J` individuals, parameters
-            :math:`(\beta_0, \beta_1..\beta_J, \beta_{J+1})`.
-        steps: :math:`T` (52).
+        floors: $J$ (5 or 10); $N = 60 J$ individuals, parameters
+            $(\beta_0, \beta_1..\beta_J, \beta_{J+1})$.
+        steps: $T$ (52).
         alpha, gamma, eta: importation, discharge and detection probabilities.
-        prior_loc, prior_scale: log-normal prior on every :math:`\beta` (mean and SD of
-            :math:`\log\beta`); defaults ``(-3, 1)`` for 5 floors, ``(-3, 2)`` for 10.
-        true_parameters: :math:`\beta^*` (defaults of the paper).
-        room_normalisation, detection: see :class:`EpidemicSimulator` (defaults follow the
+        prior_loc, prior_scale: log-normal prior on every $\beta$ (mean and SD of
+            $\log\beta$); defaults ``(-3, 1)`` for 5 floors, ``(-3, 2)`` for 10.
+        true_parameters: $\beta^*$ (defaults of the paper).
+        room_normalisation, detection: see `EpidemicSimulator` (defaults follow the
             public code of Chatha et al.; ``"n"`` / ``"previous"`` give the paper's prose).
         chunk_size: parameters per vectorised block in ``simulate``.
     """
@@ -213,11 +215,13 @@ class Epidemic(Model):
         r"""How the observed infections spread across the floors, per time: ``vec(S) [..., T (J+2)]``
         -> ``[..., 4 T]`` (entry ``(t, k)`` at ``4 t + k``), for ``ScoreLangevin(data_features=...)``.
 
-        With :math:`p_j(t)` floor :math:`j`'s prevalence (column :math:`j` of :math:`S`) and
-        :math:`p_j(0^-) = 0`, the four summaries over the floors are
+        With $p_j(t)$ floor $j$'s prevalence (column $j$ of $S$) and
+        $p_j(0^-) = 0$, the four summaries over the floors are
 
-        .. math:: \operatorname{sd}_j p_j(t),\quad \max_j p_j(t),\quad \min_j p_j(t),\quad
-                  \operatorname{cov}_j\big(p_j(t) - p_j(t-1),\ p_j(t-1)\big).
+        $$
+        \operatorname{sd}_j p_j(t),\quad \max_j p_j(t),\quad \min_j p_j(t),\quad
+        \operatorname{cov}_j\big(p_j(t) - p_j(t-1),\ p_j(t-1)\big).
+        $$
 
         Facility-wide transmission lifts every floor alike, floor transmission grows each floor in
         proportion to its own prevalence: a network that sees only the facility and room columns
@@ -233,11 +237,11 @@ class Epidemic(Model):
         return torch.stack([p.std(-1), p.amax(-1), p.amin(-1), cov], -1).reshape(*view.shape[:-1], 4 * T)
 
     def exchangeable_rates(self) -> list[list[int]]:
-        r"""The floor rates :math:`\beta_1, \dots, \beta_J` as one group of exchangeable parameters,
-        for ``ScoreLangevin(tied_views=...)`` with :meth:`score_views`: floors have equal sizes,
-        floor :math:`F_i = i \bmod J` and roommates share a floor, so permuting the floors' rates
-        permutes the floors' columns of :math:`S` (and leaves the facility and room columns and
-        :meth:`floor_spread` unchanged). One network then serves every floor rate, on the
+        r"""The floor rates $\beta_1, \dots, \beta_J$ as one group of exchangeable parameters,
+        for ``ScoreLangevin(tied_views=...)`` with `score_views()`: floors have equal sizes,
+        floor $F_i = i \bmod J$ and roommates share a floor, so permuting the floors' rates
+        permutes the floors' columns of $S$ (and leaves the facility and room columns and
+        `floor_spread()` unchanged). One network then serves every floor rate, on the
         facility column and the floor's own column (beyond the paper)."""
         return [list(range(1, self.floors + 1))]
 
@@ -245,16 +249,16 @@ class Epidemic(Model):
                     spread: bool | Sequence[str] = False) -> list[list[int]]:
         r"""Per-parameter data views for ``ScoreLangevin(mode="full", score_views=...)``.
 
-        Indices into :math:`\text{vec}(S)` (row-major ``[T, J+2]``, entry ``(t, c)`` at
+        Indices into $\text{vec}(S)$ (row-major ``[T, J+2]``, entry ``(t, c)`` at
         ``t (J+2) + c``): every rate sees the facility column and its own column (floor ``j``'s
-        prevalence for :math:`\beta_j`, the room column for :math:`\beta_{J+1}`); the facility
-        rate :math:`\beta_0` sees the facility and room columns. ``J+2`` lists of ``2T``.
+        prevalence for $\beta_j$, the room column for $\beta_{J+1}$); the facility
+        rate $\beta_0$ sees the facility and room columns. ``J+2`` lists of ``2T``.
 
-        ``see_all``: names of parameters whose networks see all of :math:`S` instead
+        ``see_all``: names of parameters whose networks see all of $S$ instead
         (``T (J+2)`` indices), e.g. ``("beta_facility", "beta_room")``: telling facility-wide
         from floor transmission needs how infections spread over the floors.
         ``spread``: ``True`` (every view) or the names of the parameters whose views also see the
-        :meth:`floor_spread` summaries, appended after :math:`\text{vec}(S)` (pass
+        `floor_spread()` summaries, appended after $\text{vec}(S)$ (pass
         ``data_features=model.floor_spread``): ``4T`` more indices.
         """
         if isinstance(spread, str):

@@ -1,26 +1,30 @@
 r"""The epidemic's likelihood given its complete data: an exact reference for the SI model.
 
-The summary matrix :math:`S` that inference sees is a function of the **complete data**
-:math:`C`: every person's hidden status :math:`X_{i,t}` at every step, and who was discharged
-when. Given :math:`C` the likelihood is explicit (unlike given :math:`S`). A person at risk at
-step :math:`t` is susceptible at :math:`t-1` and not discharged at :math:`t`. Such a person is
-infected with probability :math:`1 - e^{-h}`, where :math:`h = a^\top\theta` and
+The summary matrix $S$ that inference sees is a function of the **complete data**
+$C$: every person's hidden status $X_{i,t}$ at every step, and who was discharged
+when. Given $C$ the likelihood is explicit (unlike given $S$). A person at risk at
+step $t$ is susceptible at $t-1$ and not discharged at $t$. Such a person is
+infected with probability $1 - e^{-h}$, where $h = a^\top\theta$ and
 
-.. math:: a = \Bigl(\tfrac{\sum_l X_{l,t-1}}{N},\; \tfrac{\#\{\text{infected on } F_i\}}{60}\,
-          e_{F_i},\; \tfrac{\#\{\text{infected in } R_i\}}{c_R}\Bigr) \in \mathbb R^{J+2}
+$$
+a = \Bigl(\tfrac{\sum_l X_{l,t-1}}{N},\; \tfrac{\#\{\text{infected on } F_i\}}{60}\,
+e_{F_i},\; \tfrac{\#\{\text{infected in } R_i\}}{c_R}\Bigr) \in \mathbb R^{J+2}
+$$
 
-(:class:`~scorebayes.models.epidemic.EpidemicSimulator`'s hazard). Admissions, screening,
-detection and discharge do not depend on :math:`\theta`. Hence
+(`EpidemicSimulator`'s hazard). Admissions, screening,
+detection and discharge do not depend on $\theta$. Hence
 
-.. math:: \log p(C\mid\theta) = \sum_{\text{infections}} \log\bigl(1 - e^{-a^\top\theta}\bigr)
-          - \Bigl(\sum_{\text{escapes}} a\Bigr)^{\!\top}\theta + \text{const},
-          \qquad
-          I_C(\theta) = \mathbb E \sum_{\text{at risk}} \frac{e^{-h}}{1 - e^{-h}}\, a a^\top .
+$$
+\log p(C\mid\theta) = \sum_{\text{infections}} \log\bigl(1 - e^{-a^\top\theta}\bigr)
+- \Bigl(\sum_{\text{escapes}} a\Bigr)^{\!\top}\theta + \text{const},
+\qquad
+I_C(\theta) = \mathbb E \sum_{\text{at risk}} \frac{e^{-h}}{1 - e^{-h}}\, a a^\top .
+$$
 
-Since :math:`S = f(C)`, :math:`I_S \preceq I_C`, and averaged over any prior
-:math:`\mathbb E\operatorname{Var}(\theta_j\mid S) \ge \mathbb E\operatorname{Var}(\theta_j\mid C)`.
-The posterior given :math:`C` is what someone who saw every infection would conclude: a
-reference for the posteriors given :math:`S`.
+Since $S = f(C)$, $I_S \preceq I_C$, and averaged over any prior
+$\mathbb E\operatorname{Var}(\theta_j\mid S) \ge \mathbb E\operatorname{Var}(\theta_j\mid C)$.
+The posterior given $C$ is what someone who saw every infection would conclude: a
+reference for the posteriors given $S$.
 
 Shapes: ``X [B, T, N]`` hidden statuses (``EpidemicSimulator.run(..., return_states=True)``),
 ``discharged [B, T, N]`` bool (latent channel 2 below ``gamma``).
@@ -66,11 +70,11 @@ def _steps(simulator: EpidemicSimulator, X: Tensor, discharged: Tensor):
 
 
 class CompleteDataLikelihood:
-    r""":math:`\log p(C\mid\theta)` of one data set, up to a constant: ``log_prob(theta [K, d]) -> [K]``.
+    r"""$\log p(C\mid\theta)$ of one data set, up to a constant: ``log_prob(theta [K, d]) -> [K]``.
 
     Stores the covariates of the infections ``events [M, d]`` and the summed covariates of the
-    escapes ``escapes [d]``; evaluation costs :math:`O(KMd)`. Hazards must stay positive: a
-    ``theta`` with :math:`a^\top\theta \le 0` at an infection gets ``-inf``.
+    escapes ``escapes [d]``; evaluation costs $O(KMd)$. Hazards must stay positive: a
+    ``theta`` with $a^\top\theta \le 0$ at an infection gets ``-inf``.
     """
 
     def __init__(self, simulator: EpidemicSimulator, X: Tensor, discharged: Tensor):
@@ -96,9 +100,9 @@ class CompleteDataLikelihood:
 
 def complete_data_score(simulator: EpidemicSimulator, theta: Tensor, X: Tensor,
                         discharged: Tensor) -> tuple[Tensor, Tensor]:
-    r"""The complete-data score :math:`\nabla_\theta \log p(C_b\mid\theta)` of each data set ``[B, d]``
+    r"""The complete-data score $\nabla_\theta \log p(C_b\mid\theta)$ of each data set ``[B, d]``
     and the Fisher information averaged over them ``[d, d]`` (the expected information
-    :math:`I_C(\theta)` when the ``B`` data sets are drawn at ``theta``)."""
+    $I_C(\theta)$ when the ``B`` data sets are drawn at ``theta``)."""
     theta = theta.to(torch.float64)
     B, d = X.shape[0], simulator.floors + 2
     score, fisher = torch.zeros(B, d, dtype=torch.float64), torch.zeros(d, d, dtype=torch.float64)

@@ -1,22 +1,22 @@
 r"""Toy models with analytic posteriors and exact likelihood scores (for exactness tests).
 
-- :class:`GaussianMean`: :math:`X_i \sim \mathcal N(\theta, \sigma^2 I_d)`, prior
-  :math:`\mathcal N(\mu_0, \tau_0^2 I_d)`; posterior :math:`\mathcal N(m, v I_d)` with
-  :math:`v = (\tau_0^{-2} + n\sigma^{-2})^{-1}`, :math:`m = v(\mu_0\tau_0^{-2} + \sigma^{-2}\sum_i X_i)`;
-  score :math:`(X_i - \theta)/\sigma^2`.
-- :class:`ExponentialRate`: :math:`X_i \sim \text{Exp}(\text{rate }\lambda)`, prior
-  :math:`\text{Gamma}(a, b)`; posterior :math:`\text{Gamma}(a + n, b + \sum_i X_i)`; score
-  :math:`1/\lambda - X_i`.
-- :class:`LinearRegression`: rows :math:`X_i = (x_i, y_i)`, :math:`x_i \sim \mathcal N(0, 1)`,
-  :math:`y_i = \theta_0 + \theta_1 x_i + \sigma\varepsilon_i`, prior :math:`\mathcal N(0, \tau_0^2 I_2)`;
-  posterior :math:`\mathcal N(\Sigma D^\top y/\sigma^2, \Sigma)`, :math:`\Sigma = (I/\tau_0^2 + D^\top D/\sigma^2)^{-1}`;
-  score :math:`(y_i - D_i\theta) D_i / \sigma^2` with :math:`D_i = (1, x_i)`.
+- `GaussianMean`: $X_i \sim \mathcal N(\theta, \sigma^2 I_d)$, prior
+  $\mathcal N(\mu_0, \tau_0^2 I_d)$; posterior $\mathcal N(m, v I_d)$ with
+  $v = (\tau_0^{-2} + n\sigma^{-2})^{-1}$, $m = v(\mu_0\tau_0^{-2} + \sigma^{-2}\sum_i X_i)$;
+  score $(X_i - \theta)/\sigma^2$.
+- `ExponentialRate`: $X_i \sim \text{Exp}(\text{rate }\lambda)$, prior
+  $\text{Gamma}(a, b)$; posterior $\text{Gamma}(a + n, b + \sum_i X_i)$; score
+  $1/\lambda - X_i$.
+- `LinearRegression`: rows $X_i = (x_i, y_i)$, $x_i \sim \mathcal N(0, 1)$,
+  $y_i = \theta_0 + \theta_1 x_i + \sigma\varepsilon_i$, prior $\mathcal N(0, \tau_0^2 I_2)$;
+  posterior $\mathcal N(\Sigma D^\top y/\sigma^2, \Sigma)$, $\Sigma = (I/\tau_0^2 + D^\top D/\sigma^2)^{-1}$;
+  score $(y_i - D_i\theta) D_i / \sigma^2$ with $D_i = (1, x_i)$.
 
-All simulators are reparametrised (latents independent of :math:`\theta`, ``transform``
-differentiable in :math:`\theta`).
+All simulators are reparametrised (latents independent of $\theta$, ``transform``
+differentiable in $\theta$).
 
 References:
-    | Gelman et al., Bayesian Data Analysis, 3rd ed., 2013 (conjugate models), Ch. 2-3, 14.
+    - Gelman et al., Bayesian Data Analysis, 3rd ed., 2013 (conjugate models), Ch. 2-3, 14.
 """
 
 from __future__ import annotations

@@ -1,27 +1,29 @@
 r"""The M/G/1 queue of Sec. 5.1 / App. C.1.
 
-Each of the :math:`n = 500` i.i.d. observations is the vector of the first 5
+Each of the $n = 500$ i.i.d. observations is the vector of the first 5
 inter-departure times of a single-server queue that starts empty. Service times are
-:math:`u_k \sim U[\theta_1, \theta_2]` and inter-arrival times :math:`w_k \sim \text{Exp}(\text{rate }\theta_3)`:
+$u_k \sim U[\theta_1, \theta_2]$ and inter-arrival times $w_k \sim \text{Exp}(\text{rate }\theta_3)$:
 
-.. math:: x_k = u_k + \max\Big(0, \sum_{j \le k} w_j - \sum_{j \le k-1} x_j\Big), \qquad k = 1..5,
+$$
+x_k = u_k + \max\Big(0, \sum_{j \le k} w_j - \sum_{j \le k-1} x_j\Big), \qquad k = 1..5,
+$$
 
-i.e. arrival time of customer :math:`k` minus the departure time of customer :math:`k-1`
-(Lindley recursion; :math:`x_1 = u_1 + w_1`). Reparametrised with :math:`U, V \sim U(0,1)`:
-:math:`u = \theta_1 + (\theta_2 - \theta_1) U`, :math:`w = -\log V / \theta_3`.
+i.e. arrival time of customer $k$ minus the departure time of customer $k-1$
+(Lindley recursion; $x_1 = u_1 + w_1$). Reparametrised with $U, V \sim U(0,1)$:
+$u = \theta_1 + (\theta_2 - \theta_1) U$, $w = -\log V / \theta_3$.
 
-The internal parameter is :math:`\phi = (\theta_1, \theta_2 - \theta_1, \theta_3)` with the
-independent uniform prior on :math:`[0,10]^2 \times [0, 0.5]`; :meth:`MG1.to_reported` maps
-back to :math:`\theta`. The observed data constrain :math:`\theta_1 \le \min_{ik} x_{ik}`,
-so :meth:`MG1.support` returns the admissible box
-:math:`[0, \min(10, \min x)] \times [0, 10] \times [0, 0.5]` in :math:`\phi` coordinates
-(used by the weight function of App. C.1.1, :meth:`MG1.weight_fn`).
+The internal parameter is $\phi = (\theta_1, \theta_2 - \theta_1, \theta_3)$ with the
+independent uniform prior on $[0,10]^2 \times [0, 0.5]$; `MG1.to_reported()` maps
+back to $\theta$. The observed data constrain $\theta_1 \le \min_{ik} x_{ik}$,
+so `MG1.support()` returns the admissible box
+$[0, \min(10, \min x)] \times [0, 10] \times [0, 0.5]$ in $\phi$ coordinates
+(used by the weight function of App. C.1.1, `MG1.weight_fn()`).
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
-    | https://arxiv.org/abs/2509.03853 (Sec. 5.1, App. C.1)
-    | Shestopaloff & Neal, On Bayesian inference for the M/G/1 queue with efficient MCMC
-    | sampling, 2014. https://arxiv.org/abs/1401.5548
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+      <https://arxiv.org/abs/2509.03853> (Sec. 5.1, App. C.1)
+    - Shestopaloff & Neal, On Bayesian inference for the M/G/1 queue with efficient MCMC
+      sampling, 2014. <https://arxiv.org/abs/1401.5548>
 """
 
 from __future__ import annotations
@@ -82,10 +84,10 @@ def mg1_summaries(x: Tensor) -> Tensor:
 def queue_features(view: Tensor) -> Tensor:
     r"""Summaries of each observation for a score network's view (``ScoreLangevin(data_features=...)``):
     ``[..., k] -> [..., 2k]`` (k = 5 customers), the order statistics
-    :math:`x_{(1)} \le \dots \le x_{(k)}` and the
-    departure times since the queue opened, :math:`\sum_{j \le l} x_j` for :math:`l = 1..k`.
+    $x_{(1)} \le \dots \le x_{(k)}$ and the
+    departure times since the queue opened, $\sum_{j \le l} x_j$ for $l = 1..k$.
 
-    The service width :math:`\theta_2 - \theta_1` is identified by the upper edge of the busy
+    The service width $\theta_2 - \theta_1$ is identified by the upper edge of the busy
     service times; a small network on the raw times carries 0.07-0.23 of its score's information,
     and 0.34-0.61 with these summaries. They are deterministic functions of the observation, so the
     score-matching target is unchanged. Works on noise-smoothed observations too.
@@ -96,11 +98,11 @@ def queue_features(view: Tensor) -> Tensor:
 
 
 class MG1(Model):
-    r"""The M/G/1 queue; internal parameter :math:`\phi = (\theta_1, \theta_2 - \theta_1, \theta_3)`.
+    r"""The M/G/1 queue; internal parameter $\phi = (\theta_1, \theta_2 - \theta_1, \theta_3)$.
 
     Arguments:
-        n_obs: number of observed queues :math:`n` (500).
-        true_parameters: :math:`\theta^* = (\theta_1, \theta_2, \theta_3)` in the *reported*
+        n_obs: number of observed queues $n$ (500).
+        true_parameters: $\theta^* = (\theta_1, \theta_2, \theta_3)$ in the *reported*
             parametrisation (default ``(1, 5, 0.2)``).
         customers: inter-departure times per observation (5).
     """
@@ -121,17 +123,17 @@ class MG1(Model):
         )
 
     def to_reported(self, phi: Tensor) -> Tensor:
-        r"""``phi [..., 3] -> theta [..., 3]`` with :math:`\theta_2 = \phi_1 + \phi_2`."""
+        r"""``phi [..., 3] -> theta [..., 3]`` with $\theta_2 = \phi_1 + \phi_2$."""
         return torch.stack([phi[..., 0], phi[..., 0] + phi[..., 1], phi[..., 2]], dim=-1)
 
     def from_reported(self, theta: Tensor) -> Tensor:
-        r"""``theta [..., 3] -> phi [..., 3]`` (inverse of :meth:`to_reported`)."""
+        r"""``theta [..., 3] -> phi [..., 3]`` (inverse of `to_reported()`)."""
         return torch.stack([theta[..., 0], theta[..., 1] - theta[..., 0], theta[..., 2]], dim=-1)
 
     def support(self, x_obs: Tensor) -> tuple[Tensor, Tensor]:
-        r"""Admissible box in :math:`\phi` given ``x_obs [n, 5]``: ``(low [3], high [3])``.
+        r"""Admissible box in $\phi$ given ``x_obs [n, 5]``: ``(low [3], high [3])``.
 
-        :math:`\theta_1 \le \min(10, \min_{ik} x_{ik})` since every inter-departure time
+        $\theta_1 \le \min(10, \min_{ik} x_{ik})$ since every inter-departure time
         is at least one service time.
         """
         low = torch.zeros(3, dtype=torch.float64)
@@ -139,14 +141,16 @@ class MG1(Model):
         return low, high
 
     def weight_fn(self, phi: Tensor, x: Tensor) -> Tensor:
-        r"""Box weight :math:`g(\phi, X)` ``[B, 3]`` of App. C.1.1 (eq. 19) from :meth:`support`.
+        r"""Box weight $g(\phi, X)$ ``[B, 3]`` of App. C.1.1 (eq. 19) from `support()`.
 
-        .. math:: g_j(\phi, X) = \mathrm{dist}(\phi_j, \partial[\ell_j(X), h_j(X)])
-                  = \max\big(0, \min(\phi_j - \ell_j, h_j - \phi_j)\big)
+        $$
+        g_j(\phi, X) = \mathrm{dist}(\phi_j, \partial[\ell_j(X), h_j(X)])
+        = \max\big(0, \min(\phi_j - \ell_j, h_j - \phi_j)\big)
+        $$
 
-        with the box of :meth:`support` computed per data set: :math:`h_1 = \min(10, \min_{ik}
-        x_{ik})`, so :math:`g` vanishes on the data-dependent boundary
-        :math:`\theta_1 = \min x` (Euclidean distance, as the paper).
+        with the box of `support()` computed per data set: $h_1 = \min(10, \min_{ik}
+        x_{ik})$, so $g$ vanishes on the data-dependent boundary
+        $\theta_1 = \min x$ (Euclidean distance, as the paper).
 
         Arguments:
             phi: internal parameters ``[B, 3]``.

@@ -1,36 +1,40 @@
 r"""Exact likelihood of the M/G/1 queue (no noise smoothing), by sequential importance sampling.
 
-With departure times :math:`D_k = x_1 + \dots + x_k` known (:math:`D_0 = 0`), the service time of
-customer :math:`k` is :math:`u_k = D_k - \max(a_k, D_{k-1})`, with :math:`a_k` its arrival time.
-:math:`u_k \in [\theta_1, \theta_2]` holds exactly when :math:`x_k \ge \theta_1` and
+With departure times $D_k = x_1 + \dots + x_k$ known ($D_0 = 0$), the service time of
+customer $k$ is $u_k = D_k - \max(a_k, D_{k-1})$, with $a_k$ its arrival time.
+$u_k \in [\theta_1, \theta_2]$ holds exactly when $x_k \ge \theta_1$ and
 
-.. math:: a_k \in I_k = [L_k, R_k], \qquad R_k = D_k - \theta_1, \qquad
-          L_k = \begin{cases} D_k - \theta_2 & x_k > \theta_2 \\ -\infty & x_k \le \theta_2 \end{cases}
+$$
+a_k \in I_k = [L_k, R_k], \qquad R_k = D_k - \theta_1, \qquad
+L_k = \begin{cases} D_k - \theta_2 & x_k > \theta_2 \\ -\infty & x_k \le \theta_2 \end{cases}
+$$
 
-(customer :math:`k` either arrived while :math:`k-1` was served, so :math:`u_k = x_k`, or arrived
-later). Given the arrivals, :math:`u \mapsto x` is a shift, so one observation's density is
+(customer $k$ either arrived while $k-1$ was served, so $u_k = x_k$, or arrived
+later). Given the arrivals, $u \mapsto x$ is a shift, so one observation's density is
 
-.. math:: p(x \mid \theta) = (\theta_2 - \theta_1)^{-p}\,
-          \mathbb P\big(a_k \in I_k,\ k = 1..p\big)\,\mathbf 1\{\min_k x_k \ge \theta_1\},
+$$
+p(x \mid \theta) = (\theta_2 - \theta_1)^{-p}\,
+\mathbb P\big(a_k \in I_k,\ k = 1..p\big)\,\mathbf 1\{\min_k x_k \ge \theta_1\},
+$$
 
-with :math:`a` a Poisson process of rate :math:`\theta_3` (:math:`a_k = a_{k-1} + w_k`,
-:math:`w_k \sim \mathrm{Exp}(\theta_3)`, :math:`a_0 = 0`). The probability is computed by sequential
-importance sampling with the locally optimal proposal: :math:`w_k` is drawn from
-:math:`\mathrm{Exp}(\theta_3)` truncated to :math:`[l, h] = [\max(L_k - a_{k-1}, 0), R_k - a_{k-1}]`,
+with $a$ a Poisson process of rate $\theta_3$ ($a_k = a_{k-1} + w_k$,
+$w_k \sim \mathrm{Exp}(\theta_3)$, $a_0 = 0$). The probability is computed by sequential
+importance sampling with the locally optimal proposal: $w_k$ is drawn from
+$\mathrm{Exp}(\theta_3)$ truncated to $[l, h] = [\max(L_k - a_{k-1}, 0), R_k - a_{k-1}]$,
 and the particle's weight is multiplied by
-:math:`\mathbb P(w_k \in [l, h]) = e^{-\theta_3 l} - e^{-\theta_3 h}`. The estimate of
-:math:`p(x \mid \theta)` is unbiased (exact for :math:`p = 1`); its log is summed over the
-:math:`n` i.i.d. observations.
+$\mathbb P(w_k \in [l, h]) = e^{-\theta_3 l} - e^{-\theta_3 h}$. The estimate of
+$p(x \mid \theta)$ is unbiased (exact for $p = 1$); its log is summed over the
+$n$ i.i.d. observations.
 
 This is the truth the n-model targets (its weight function handles the support
-:math:`\theta_1 \le \min x` exactly); importance sampling turns it into reference
+$\theta_1 \le \min x$ exactly); importance sampling turns it into reference
 posteriors.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
-    | https://arxiv.org/abs/2509.03853 (Sec. 5.1, App. C.1)
-    | Shestopaloff & Neal, On Bayesian inference for the M/G/1 queue with efficient MCMC
-    | sampling, 2014 (the same interval constraints on the arrivals, used there in MCMC).
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+      <https://arxiv.org/abs/2509.03853> (Sec. 5.1, App. C.1)
+    - Shestopaloff & Neal, On Bayesian inference for the M/G/1 queue with efficient MCMC
+      sampling, 2014 (the same interval constraints on the arrivals, used there in MCMC).
 """
 
 from __future__ import annotations
@@ -52,10 +56,10 @@ __all__ = ["log_likelihood", "log_likelihood_per_observation", "reference_poster
 def log_likelihood_per_observation(phi: Tensor, x: Tensor, *, particles: int = 256,
                                    generator: torch.Generator | None = None,
                                    uniforms: Tensor | None = None) -> Tensor:
-    r"""Estimates of :math:`\log p(x_i \mid \phi)` for every parameter and observation.
+    r"""Estimates of $\log p(x_i \mid \phi)$ for every parameter and observation.
 
     Args:
-        phi: ``[B, 3]`` internal parameters :math:`(\theta_1, \theta_2 - \theta_1, \theta_3)`.
+        phi: ``[B, 3]`` internal parameters $(\theta_1, \theta_2 - \theta_1, \theta_3)$.
         x: ``[n, p]`` inter-departure times (each row a queue that starts empty).
         particles: importance-sampling draws per observation (the estimate's relative variance
             falls as ``1 / particles``).
@@ -100,9 +104,9 @@ def log_likelihood_per_observation(phi: Tensor, x: Tensor, *, particles: int = 2
 
 def log_likelihood(phi: Tensor, x: Tensor, *, particles: int = 256, generator: torch.Generator | None = None,
                    batch: int = 8, uniforms: Tensor | None = None) -> Tensor:
-    r"""Estimate of :math:`\sum_i \log p(x_i \mid \phi)`, ``[B]``, computed ``batch`` parameters at
+    r"""Estimate of $\sum_i \log p(x_i \mid \phi)$, ``[B]``, computed ``batch`` parameters at
     a time (memory ``batch * n * particles`` doubles per tensor). See
-    :func:`log_likelihood_per_observation`."""
+    `log_likelihood_per_observation()`."""
     phi, x = _check(phi, x, particles)
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
@@ -113,24 +117,24 @@ def log_likelihood(phi: Tensor, x: Tensor, *, particles: int = 256, generator: t
 
 def reference_posterior(x: Tensor, *, draws: int = 10_000, rounds: int = 3, particles: int = 256,
                         seed: int = 0, box=PRIOR_BOX, progress: bool = False) -> Posterior:
-    r"""The exact posterior of :math:`\theta` given M/G/1 data ``x [n, p]`` under the uniform prior
-    ``box`` on :math:`\phi`, by adaptive importance sampling with the likelihood estimate above.
+    r"""The exact posterior of $\theta$ given M/G/1 data ``x [n, p]`` under the uniform prior
+    ``box`` on $\phi$, by adaptive importance sampling with the likelihood estimate above.
 
-    Coordinates :math:`\psi = (\log(m - \theta_1), \log(\theta_2 - \theta_1), \log \theta_3)`,
-    :math:`m = \min x`, make the support :math:`\theta_1 \le m` (the posterior's mode sits on it)
-    an unbounded direction; the target is :math:`\log p(x \mid \phi) + \sum_k \psi_k` (the
+    Coordinates $\psi = (\log(m - \theta_1), \log(\theta_2 - \theta_1), \log \theta_3)$,
+    $m = \min x$, make the support $\theta_1 \le m$ (the posterior's mode sits on it)
+    an unbounded direction; the target is $\log p(x \mid \phi) + \sum_k \psi_k$ (the
     Jacobian) inside the box.
 
     1. Locate: a grid over the box (widths 0.5-9.5, rates 0.025-0.475, three distances to ``m``),
        then Nelder-Mead, both on the estimate with common random numbers (a deterministic,
-       continuous function of :math:`\psi`).
+       continuous function of $\psi$).
     2. Proposal: a multivariate t (5 degrees of freedom) at the mode, covariance
-       :math:`1.5^2 H^{-1}` from finite differences of the same function (steps of 0.02, then half
+       $1.5^2 H^{-1}$ from finite differences of the same function (steps of 0.02, then half
        the SDs those imply).
     3. ``rounds`` of ``draws`` importance draws with fresh likelihood estimates (unbiased in the
        likelihood, so self-normalised importance sampling stays consistent); after each round the
-       t is refitted to the weighted draws (covariance inflated by :math:`1.2^2`). The last round is
-       returned as weighted draws of :math:`\theta = (\theta_1, \theta_2, \theta_3)`;
+       t is refitted to the weighted draws (covariance inflated by $1.2^2$). The last round is
+       returned as weighted draws of $\theta = (\theta_1, \theta_2, \theta_3)$;
        ``info["ess"]`` has each round's effective sample size (Kish). Every random number comes
        from ``seed``, none from torch's global generator.
 
@@ -217,8 +221,8 @@ def reference_posterior(x: Tensor, *, draws: int = 10_000, rounds: int = 3, part
 
 def _student_t_draws(loc: Tensor, scale_tril: Tensor, num: int, generator: torch.Generator) -> Tensor:
     r"""``num`` draws ``[num, d]`` of the multivariate t with ``T_DEGREES`` (an integer) degrees of
-    freedom, :math:`\mathrm{loc} + L z \sqrt{\nu / \chi^2_\nu}` with :math:`z \sim N(0, I)` and
-    :math:`\chi^2_\nu` a sum of :math:`\nu` squared normals, all from ``generator``: the same
+    freedom, $\mathrm{loc} + L z \sqrt{\nu / \chi^2_\nu}$ with $z \sim N(0, I)$ and
+    $\chi^2_\nu$ a sum of $\nu$ squared normals, all from ``generator``: the same
     ``seed`` gives the same posterior whatever the global random state (``Distribution.sample``
     draws from the global one)."""
     z = torch.randn(num, len(loc), dtype=torch.float64, generator=generator)

@@ -2,32 +2,36 @@ r"""Reference score of the noise-smoothed M/G/1 likelihood, by sequential Monte 
 
 The single-model of Sec. 5.1 learns the score of the *smoothed* model (App. B.2, solution 2)
 
-.. math:: \tilde x = T(\phi; U, w) + \varepsilon, \qquad \varepsilon \sim \mathcal N(0, \sigma_\varepsilon^2 I_p),
+$$
+\tilde x = T(\phi; U, w) + \varepsilon, \qquad \varepsilon \sim \mathcal N(0, \sigma_\varepsilon^2 I_p),
+$$
 
-with :math:`\phi = (\theta_1, \theta_2 - \theta_1, \theta_3)`, service times
-:math:`\theta_1 + (\theta_2 - \theta_1) U_k`, :math:`U_k \sim U(0,1)`, and inter-arrival times
-:math:`w_k \sim \mathrm{Exp}(\theta_3)` (see :mod:`scorebayes.models.mg1`). Its per-observation
+with $\phi = (\theta_1, \theta_2 - \theta_1, \theta_3)$, service times
+$\theta_1 + (\theta_2 - \theta_1) U_k$, $U_k \sim U(0,1)$, and inter-arrival times
+$w_k \sim \mathrm{Exp}(\theta_3)$ (see `scorebayes.models.mg1`). Its per-observation
 score has no closed form; Fisher's identity gives it as a posterior expectation over the latents,
 
-.. math:: \nabla_\phi \log \tilde p(\tilde x \mid \phi) = \mathbb E\Big[\sum_{k=1}^p
-          \frac{\tilde x_k - T_k}{\sigma_\varepsilon^2}\,\nabla_{(\theta_1, \theta_2-\theta_1)} T_k
-          + \Big(\frac1{\theta_3} - w_k\Big) e_3 \;\Big|\; \tilde x\Big],
+$$
+\nabla_\phi \log \tilde p(\tilde x \mid \phi) = \mathbb E\Big[\sum_{k=1}^p
+\frac{\tilde x_k - T_k}{\sigma_\varepsilon^2}\,\nabla_{(\theta_1, \theta_2-\theta_1)} T_k
++ \Big(\frac1{\theta_3} - w_k\Big) e_3 \;\Big|\; \tilde x\Big],
+$$
 
-(:math:`U` has a :math:`\phi`-free density, so :math:`\theta_1` and the width enter through
-:math:`T`; :math:`\theta_3` enters through the density of :math:`w`, which keeps that component's
-variance low). The expectation is computed by a bootstrap particle filter over the :math:`p`
+($U$ has a $\phi$-free density, so $\theta_1$ and the width enter through
+$T$; $\theta_3$ enters through the density of $w$, which keeps that component's
+variance low). The expectation is computed by a bootstrap particle filter over the $p$
 customers (Lindley recursion), each particle carrying its gradient sum along its ancestry;
-the filter's normalising constants give :math:`\log \tilde p(\tilde x \mid \phi)`.
+the filter's normalising constants give $\log \tilde p(\tilde x \mid \phi)$.
 
 This is a diagnostic truth for the learned single-model score:
-its variance at :math:`\phi^*` is the Fisher information of the smoothed model, i.e. the
+its variance at $\phi^*$ is the Fisher information of the smoothed model, i.e. the
 posterior widths the single-model can reach at best.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
-    | https://arxiv.org/abs/2509.03853 (Sec. 5.1, App. B.2, C.1)
-    | Poyiadjis, Doucet & Singh, Particle approximations of the score and observed information
-    | matrix in state space models, Biometrika 2011 (Fisher's identity in a particle filter).
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+      <https://arxiv.org/abs/2509.03853> (Sec. 5.1, App. B.2, C.1)
+    - Poyiadjis, Doucet & Singh, Particle approximations of the score and observed information
+      matrix in state space models, Biometrika 2011 (Fisher's identity in a particle filter).
 """
 
 from __future__ import annotations
@@ -48,20 +52,20 @@ class SmoothedScore(NamedTuple):
 
 def smoothed_score(phi: Tensor, x_tilde: Tensor, *, noise_sd: float = 0.25, particles: int = 4000,
                    generator: torch.Generator | None = None, max_elements: int = 2**22) -> SmoothedScore:
-    r"""Particle estimate of :math:`\nabla_\phi \log \tilde p(\tilde x_i \mid \phi)` for each observation.
+    r"""Particle estimate of $\nabla_\phi \log \tilde p(\tilde x_i \mid \phi)$ for each observation.
 
     Arguments:
-        phi: internal parameter :math:`(\theta_1, \theta_2 - \theta_1, \theta_3)`, ``[3]``, or one
+        phi: internal parameter $(\theta_1, \theta_2 - \theta_1, \theta_3)$, ``[3]``, or one
             per observation, ``[n, 3]`` (e.g. a reference table's rows).
         x_tilde: smoothed observations ``[n, p]`` (``p`` customers each).
-        noise_sd: :math:`\sigma_\varepsilon` of the smoothing noise.
+        noise_sd: $\sigma_\varepsilon$ of the smoothing noise.
         particles: particles per observation (the estimate's Monte Carlo SD falls like
-            ``1/sqrt(particles)``; at :math:`\phi^*`, 64,000 give about a fifth of the score's SD).
+            ``1/sqrt(particles)``; at $\phi^*$, 64,000 give about a fifth of the score's SD).
         generator: random numbers of the filter.
         max_elements: observations are filtered in chunks of at most this many particles.
 
     Returns:
-        :class:`SmoothedScore` with ``score [n, 3]`` and ``log_likelihood [n]`` (float64).
+        `SmoothedScore` with ``score [n, 3]`` and ``log_likelihood [n]`` (float64).
     """
     phi = torch.as_tensor(phi, dtype=torch.float64)
     x_tilde = torch.as_tensor(x_tilde, dtype=torch.float64)

@@ -1,25 +1,27 @@
 r"""Bayesian monotone regression with Bernstein polynomials (Sec. 5.2, App. C.2).
 
-Observations :math:`X_i = (x_i, y_i)`, :math:`x_i \sim U(0, 1)`, and
+Observations $X_i = (x_i, y_i)$, $x_i \sim U(0, 1)$, and
 
-.. math:: y_i = \sum_{k=0}^M \theta_k\, b_M(x_i, k) + \varepsilon_i, \qquad
-          b_M(x, k) = \sum_{j=k}^M \binom Mj x^j (1-x)^{M-j}, \qquad \varepsilon_i \sim \mathcal N(0, \sigma^2),
+$$
+y_i = \sum_{k=0}^M \theta_k\, b_M(x_i, k) + \varepsilon_i, \qquad
+b_M(x, k) = \sum_{j=k}^M \binom Mj x^j (1-x)^{M-j}, \qquad \varepsilon_i \sim \mathcal N(0, \sigma^2),
+$$
 
-with :math:`\sigma = 0.1` known, :math:`M = 10` (11 parameters; :math:`\theta_0 = \beta_0`,
-:math:`\theta_k = \beta_k - \beta_{k-1} \ge 0`) and the uniform prior on
-:math:`[-5, 5] \times [0, 1]^{M}`. The observed data follow the *true* function
-:math:`y = \tanh(4x + 2) + \varepsilon`, which is not a Bernstein polynomial; ``true_parameters``
-is the pseudo-true value (box-constrained least-squares fit of :math:`\tanh(4x+2)` under
-:math:`x \sim U(0,1)`), and metrics compare with :meth:`Monotone.true_function`.
+with $\sigma = 0.1$ known, $M = 10$ (11 parameters; $\theta_0 = \beta_0$,
+$\theta_k = \beta_k - \beta_{k-1} \ge 0$) and the uniform prior on
+$[-5, 5] \times [0, 1]^{M}$. The observed data follow the *true* function
+$y = \tanh(4x + 2) + \varepsilon$, which is not a Bernstein polynomial; ``true_parameters``
+is the pseudo-true value (box-constrained least-squares fit of $\tanh(4x+2)$ under
+$x \sim U(0,1)$), and metrics compare with `Monotone.true_function()`.
 
-The exact posterior is the normal :math:`\mathcal N((D^\top D)^{-1}D^\top y, \sigma^2 (D^\top D)^{-1})`
-truncated to the box, sampled by :func:`~scorebayes.models.monotone_gibbs.gibbs_truncated_normal`.
-The exact likelihood score of one observation is :math:`(y - D\theta) D / \sigma^2`.
+The exact posterior is the normal $\mathcal N((D^\top D)^{-1}D^\top y, \sigma^2 (D^\top D)^{-1})$
+truncated to the box, sampled by `gibbs_truncated_normal()`.
+The exact likelihood score of one observation is $(y - D\theta) D / \sigma^2$.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
-    | https://arxiv.org/abs/2509.03853 (Sec. 5.2, App. C.2)
-    | McKay Curtis & Ghosh, J. Appl. Stat. 2011. https://doi.org/10.1080/02664761003692423
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+      <https://arxiv.org/abs/2509.03853> (Sec. 5.2, App. C.2)
+    - McKay Curtis & Ghosh, J. Appl. Stat. 2011. <https://doi.org/10.1080/02664761003692423>
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ __all__ = ["Monotone", "bernstein_design", "true_function"]
 
 
 def bernstein_design(x: Tensor, degree: int) -> Tensor:
-    r"""Integrated Bernstein basis :math:`b_M(x, k)`, ``x [...] -> [..., M+1]`` (column 0 is 1)."""
+    r"""Integrated Bernstein basis $b_M(x, k)$, ``x [...] -> [..., M+1]`` (column 0 is 1)."""
     j = torch.arange(degree + 1, dtype=x.dtype, device=x.device)
     log_binom = torch.tensor(
         [math.lgamma(degree + 1) - math.lgamma(i + 1) - math.lgamma(degree - i + 1)
@@ -54,7 +56,7 @@ def bernstein_design(x: Tensor, degree: int) -> Tensor:
 
 
 def true_function(x: Tensor) -> Tensor:
-    r"""The data-generating regression function :math:`\tanh(4x + 2)`."""
+    r"""The data-generating regression function $\tanh(4x + 2)$."""
     return torch.tanh(4 * x + 2)
 
 
@@ -78,7 +80,7 @@ class _MonotoneSim:
 
 @dataclass(frozen=True)
 class DesignSummary:
-    r"""NPE/BSL summary :math:`D^\top y`: ``X [B, n, 2] -> [B, M+1]``."""
+    r"""NPE/BSL summary $D^\top y$: ``X [B, n, 2] -> [B, M+1]``."""
 
     degree: int
 
@@ -90,10 +92,10 @@ class Monotone(Model):
     r"""Bernstein monotone regression (``d = M + 1``, ``p = 2``).
 
     Arguments:
-        degree: Bernstein order :math:`M` (10).
-        n_obs: :math:`n` (1000).
+        degree: Bernstein order $M$ (10).
+        n_obs: $n$ (1000).
         sigma: known noise SD (0.1).
-        theta0_bound: prior box for :math:`\theta_0` is ``[-b, b]`` (5).
+        theta0_bound: prior box for $\theta_0$ is ``[-b, b]`` (5).
         grid_size: points of the evaluation grid on ``[0, 1]`` (101).
     """
 
@@ -128,11 +130,11 @@ class Monotone(Model):
 
     def design_features(self, view: Tensor) -> Tensor:
         r"""The design row of each observation, for ``ScoreLangevin(data_features=...)``:
-        ``(x, y) [..., 2] -> [..., M]``, :math:`b_M(x, 1), \dots, b_M(x, M)` (:math:`b_M(x, 0) = 1`
+        ``(x, y) [..., 2] -> [..., M]``, $b_M(x, 1), \dots, b_M(x, M)$ ($b_M(x, 0) = 1$
         is left out).
 
-        One observation's score is :math:`(y - \sum_k \theta_k b_M(x, k))\, b_M(x, \cdot) /
-        \sigma^2`: a net given :math:`(x, y)` alone must build the degree-:math:`M` polynomials
+        One observation's score is $(y - \sum_k \theta_k b_M(x, k))\, b_M(x, \cdot) /
+        \sigma^2$: a net given $(x, y)$ alone must build the degree-$M$ polynomials
         itself. Given them, a 3 x 64 ELU net trained on 5e5 rows of the paper's table has about half
         the error on the observed data (beyond the paper).
         """
@@ -141,19 +143,19 @@ class Monotone(Model):
         return bernstein_design(view[..., 0], self.degree)[..., 1:]
 
     def true_function(self, x: Tensor) -> Tensor:
-        r""":math:`\tanh(4x+2)`, the function the observed data come from."""
+        r"""$\tanh(4x+2)$, the function the observed data come from."""
         return true_function(x)
 
     def regression_function(self, theta: Tensor, grid: Tensor | None = None) -> Tensor:
-        r""":math:`B_M(x) = \sum_k \theta_k b_M(x, k)` on ``grid [G]``: ``theta [S, d] -> [S, G]``."""
+        r"""$B_M(x) = \sum_k \theta_k b_M(x, k)$ on ``grid [G]``: ``theta [S, d] -> [S, G]``."""
         grid = self.grid if grid is None else grid
         return theta.to(torch.float64) @ self.design(grid.to(torch.float64)).T
 
     def table2_metrics(self, posterior: Posterior, reference: Posterior) -> dict[str, float]:
-        r"""Table 2 metrics of one repetition, on :math:`B_M(x)` over the grid.
+        r"""Table 2 metrics of one repetition, on $B_M(x)$ over the grid.
 
-        KS and :math:`W_1` (function units) against the ``reference`` (Gibbs) posterior, and
-        the pointwise 95% band's coverage of :math:`\tanh(4x+2)` and its width, all averaged
+        KS and $W_1$ (function units) against the ``reference`` (Gibbs) posterior, and
+        the pointwise 95% band's coverage of $\tanh(4x+2)$ and its width, all averaged
         over the grid. Importance weights of either posterior are used.
 
         Returns:
@@ -173,7 +175,7 @@ class Monotone(Model):
                 "ci95_width": band["width"]}
 
     def observed(self, generator: torch.Generator | None = None) -> Tensor:
-        r"""``x_obs [n, 2]``: :math:`x \sim U(0,1)`, :math:`y = \tanh(4x+2) + \mathcal N(0, \sigma^2)`."""
+        r"""``x_obs [n, 2]``: $x \sim U(0,1)$, $y = \tanh(4x+2) + \mathcal N(0, \sigma^2)$."""
         U, E = self._sim.latent(1, self.n_obs, generator)
         return torch.stack([U[0], true_function(U[0]) + self.sigma * E[0]], dim=-1)
 
@@ -184,7 +186,7 @@ class Monotone(Model):
         return (-0.5 * resid**2 / self.sigma**2 - log_norm).sum(-1)
 
     def true_score(self, theta: Tensor, x: Tensor) -> Tensor:
-        r"""Exact score :math:`\sum_i (y_i - D_i\theta) D_i/\sigma^2`, ``[B, d]``.
+        r"""Exact score $\sum_i (y_i - D_i\theta) D_i/\sigma^2$, ``[B, d]``.
 
         ``x [B, 2]`` is one observation per parameter, ``x [B, n, 2]`` a data set (summed).
         """
@@ -194,7 +196,7 @@ class Monotone(Model):
         return (resid[..., None] * D).sum(1) / self.sigma**2
 
     def posterior_parameters(self, x_obs: Tensor) -> tuple[Tensor, Tensor]:
-        r"""Precision :math:`Q = D^\top D/\sigma^2` ``[d, d]``, linear term :math:`D^\top y/\sigma^2` ``[d]``."""
+        r"""Precision $Q = D^\top D/\sigma^2$ ``[d, d]``, linear term $D^\top y/\sigma^2$ ``[d]``."""
         D = self.design(x_obs[:, 0].to(torch.float64))
         y = x_obs[:, 1].to(torch.float64)
         return D.T @ D / self.sigma**2, D.T @ y / self.sigma**2

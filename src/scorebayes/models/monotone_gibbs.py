@@ -1,24 +1,28 @@
 r"""Exact posterior of the Bernstein monotone regression: a vectorised coordinate-wise Gibbs sampler.
 
-With a flat prior on the box :math:`[l, u]` and Gaussian noise of known :math:`\sigma`, the
-posterior of :math:`\theta` is a normal truncated to the box,
+With a flat prior on the box $[l, u]$ and Gaussian noise of known $\sigma$, the
+posterior of $\theta$ is a normal truncated to the box,
 
-.. math:: \pi(\theta \mid y) \propto \exp\big(-\tfrac12 \theta^\top Q \theta + b^\top \theta\big)\,
-          \mathbb 1(l \le \theta \le u), \qquad Q = D^\top D / \sigma^2, \quad b = D^\top y / \sigma^2.
+$$
+\pi(\theta \mid y) \propto \exp\big(-\tfrac12 \theta^\top Q \theta + b^\top \theta\big)\,
+\mathbb 1(l \le \theta \le u), \qquad Q = D^\top D / \sigma^2, \quad b = D^\top y / \sigma^2.
+$$
 
 Each full conditional is a univariate truncated normal,
 
-.. math:: \theta_k \mid \theta_{-k} \sim \mathcal N\Big(\frac{b_k - \sum_{j \ne k} Q_{kj}\theta_j}{Q_{kk}},
-          \frac{1}{Q_{kk}}\Big) \text{ truncated to } [l_k, u_k],
+$$
+\theta_k \mid \theta_{-k} \sim \mathcal N\Big(\frac{b_k - \sum_{j \ne k} Q_{kj}\theta_j}{Q_{kk}},
+\frac{1}{Q_{kk}}\Big) \text{ truncated to } [l_k, u_k],
+$$
 
 drawn by inversion of the normal CDF (in the lower tail, after reflection, for accuracy; an
 exponential approximation beyond 35 SDs). Many chains run in parallel as a ``[C, d]`` tensor.
 
 References:
-    | McKay Curtis & Ghosh, A variable selection approach to monotonic regression with
-    | Bernstein polynomials, J. Appl. Stat. 2011. https://doi.org/10.1080/02664761003692423
-    | Geweke, Efficient simulation from the multivariate normal and Student-t distributions
-    | subject to linear constraints, 1991.
+    - McKay Curtis & Ghosh, A variable selection approach to monotonic regression with
+    - Bernstein polynomials, J. Appl. Stat. 2011. <https://doi.org/10.1080/02664761003692423>
+    - Geweke, Efficient simulation from the multivariate normal and Student-t distributions
+      subject to linear constraints, 1991.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ _TAIL = 35.0  # beyond this many SDs ndtr underflows; use the exponential tail a
 
 def sample_truncated_normal(mean: Tensor, sd: Tensor, low: Tensor, high: Tensor, *,
                             generator: torch.Generator | None = None) -> Tensor:
-    r"""Draw :math:`\mathcal N(\text{mean}, \text{sd}^2)` truncated to ``[low, high]`` elementwise.
+    r"""Draw $\mathcal N(\text{mean}, \text{sd}^2)$ truncated to ``[low, high]`` elementwise.
 
     Arguments:
         mean, sd, low, high: broadcastable tensors (``low < high``; infinite bounds allowed).
@@ -76,11 +80,11 @@ def gibbs_truncated_normal(
     generator: torch.Generator | None = None,
     progress: bool = False,
 ) -> Tensor:
-    r"""Coordinate-wise Gibbs sampler for :math:`\propto e^{-\theta^\top Q\theta/2 + b^\top\theta}` on a box.
+    r"""Coordinate-wise Gibbs sampler for $\propto e^{-\theta^\top Q\theta/2 + b^\top\theta}$ on a box.
 
     Arguments:
-        precision: :math:`Q` ``[d, d]`` (symmetric positive definite).
-        linear: :math:`b` ``[d]``.
+        precision: $Q$ ``[d, d]`` (symmetric positive definite).
+        linear: $b$ ``[d]``.
         low, high: box bounds ``[d]``.
         init: starting points ``[C, d]`` inside the box (one per chain).
         num_samples: draws kept per chain.

@@ -1,29 +1,29 @@
 r"""Swappable Metropolis-Hastings acceptance rules with one signature.
 
-A rule maps a proposed :class:`Move` to the log acceptance probability,
-``rule(move) -> log_alpha [C]`` (values :math:`\le 0`). With
-:math:`\tau = x' - x` and :math:`\Delta_q = \log q(x\mid x') - \log q(x'\mid x)`:
+A rule maps a proposed [`Move`][scorebayes.samplers.acceptance.Move] to the log acceptance probability,
+``rule(move) -> log_alpha [C]`` (values $\le 0$). With
+$\tau = x' - x$ and $\Delta_q = \log q(x\mid x') - \log q(x'\mid x)$:
 
-- :class:`ExactRule`: :math:`\min\{0, \log p(x') - \log p(x) + \Delta_q\}` when a
+- [`ExactRule`][scorebayes.samplers.acceptance.ExactRule]: $\min\{0, \log p(x') - \log p(x) + \Delta_q\}$ when a
   (possibly unnormalised) log-density is known;
-- :class:`LearnedRule`: :math:`\log a_\omega(x', x)` from an acceptance network trained by
-  score balance matching (:mod:`scorebayes.scoremh.sbm`); the proposal is built into it
-  (``form="ratio"`` uses :math:`\min\{0, \log a_\omega(x',x) - \log a_\omega(x,x')\}` instead);
-- :class:`TaylorRule`: the Taylor expansions of App. A of the paper; the default
-  (order 1 with averaging) is :math:`\min\{0, \tfrac12(\tilde s(x)+\tilde s(x'))\cdot\tau + \Delta_q\}`;
-- :class:`QuadratureRule` (beyond the paper): the path integral
-  :math:`\log p(x') - \log p(x) = \int_0^1 \tilde s(x + t\tau)\cdot\tau\,dt` by ``k``-node
+- [`LearnedRule`][scorebayes.samplers.acceptance.LearnedRule]: $\log a_\omega(x', x)$ from an acceptance network trained by
+  score balance matching ([`scorebayes.scoremh.sbm`][scorebayes.scoremh.sbm]); the proposal is built into it
+  (``form="ratio"`` uses $\min\{0, \log a_\omega(x',x) - \log a_\omega(x,x')\}$ instead);
+- [`TaylorRule`][scorebayes.samplers.acceptance.TaylorRule]: the Taylor expansions of App. A of the paper; the default
+  (order 1 with averaging) is $\min\{0, \tfrac12(\tilde s(x)+\tilde s(x'))\cdot\tau + \Delta_q\}$;
+- [`QuadratureRule`][scorebayes.samplers.acceptance.QuadratureRule] (beyond the paper): the path integral
+  $\log p(x') - \log p(x) = \int_0^1 \tilde s(x + t\tau)\cdot\tau\,dt$ by ``k``-node
   Gauss-Lobatto (default; the endpoints are nodes, ``k = 2`` is the trapezoid rule, i.e.
   exactly Taylor-1 with averaging, and ``k`` nodes integrate polynomials of degree
-  :math:`2k-3` exactly with only :math:`k-2` new score evaluations) or Gauss-Legendre
-  (``k`` interior nodes, exact to degree :math:`2k-1`; ``k = 1`` is the midpoint rule);
-- :class:`AlwaysAccept`: no correction (a Langevin proposal then gives ULA).
+  $2k-3$ exactly with only $k-2$ new score evaluations) or Gauss-Legendre
+  (``k`` interior nodes, exact to degree $2k-1$; ``k = 1`` is the midpoint rule);
+- [`AlwaysAccept`][scorebayes.samplers.acceptance.AlwaysAccept]: no correction (a Langevin proposal then gives ULA).
 
 Only differences of log-densities enter, so an unnormalised density or a score alone suffices.
 
 References:
-    | Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025), eq. (5), App. A
-    | https://arxiv.org/abs/2501.00467
+    - Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025), eq. (5), App. A
+      <https://arxiv.org/abs/2501.00467>
 """
 
 from __future__ import annotations
@@ -53,11 +53,11 @@ class Move(NamedTuple):
     Attributes:
         x: current states ``[C, d]``.
         x_prop: proposals ``[C, d]``.
-        score: :math:`\tilde s(x)` ``[C, d]`` (``None`` if no score is available).
-        score_prop: :math:`\tilde s(x')` ``[C, d]`` (or ``None``).
-        log_q_ratio: :math:`\log q(x\mid x') - \log q(x'\mid x)` ``[C]``.
-        log_density: :math:`\log p(x)` ``[C]`` if the kernel caches it (else ``None``).
-        log_density_prop: :math:`\log p(x')` ``[C]`` (or ``None``).
+        score: $\tilde s(x)$ ``[C, d]`` (``None`` if no score is available).
+        score_prop: $\tilde s(x')$ ``[C, d]`` (or ``None``).
+        log_q_ratio: $\log q(x\mid x') - \log q(x'\mid x)$ ``[C]``.
+        log_density: $\log p(x)$ ``[C]`` if the kernel caches it (else ``None``).
+        log_density_prop: $\log p(x')$ ``[C]`` (or ``None``).
     """
 
     x: Tensor
@@ -88,12 +88,12 @@ class AlwaysAccept:
 
 
 class ExactRule:
-    r"""Exact MH: :math:`\log\alpha = \min\{0, \log p(x') - \log p(x) + \Delta_q\}`.
+    r"""Exact MH: $\log\alpha = \min\{0, \log p(x') - \log p(x) + \Delta_q\}$.
 
     Arguments:
-        log_density: :math:`\log p` up to a constant, ``[C, d] -> [C]``; ``-inf`` (or NaN)
+        log_density: $\log p$ up to a constant, ``[C, d] -> [C]``; ``-inf`` (or NaN)
             outside the support rejects the move. Not called where the move carries the
-            values (a kernel built with ``log_density``, :func:`~scorebayes.samplers.mh.build_kernel`).
+            values (a kernel built with ``log_density``, [`build_kernel()`][scorebayes.samplers.mh.build_kernel]).
     """
 
     def __init__(self, log_density: Callable[[Tensor], Tensor]):
@@ -107,19 +107,19 @@ class ExactRule:
 
 
 class LearnedRule:
-    r"""Learned acceptance from a network :math:`a_\omega` (first slot: the destination).
+    r"""Learned acceptance from a network $a_\omega$ (first slot: the destination).
 
-    ``form="direct"`` (the paper): :math:`\log\alpha = \log a_\omega(x', x)`.
-    ``form="ratio"``: :math:`\log\alpha = \min\{0, \log a_\omega(x', x) - \log a_\omega(x, x')\}`.
-    Score balance matching identifies :math:`a_\omega` only up to the family of detailed-balance
-    solutions (any :math:`a` with :math:`a(x',x)/a(x,x') = r`; the entropy term drives it toward
-    Barker's :math:`r/(1+r)`). Every such :math:`a` is below :math:`\min\{1, r\}`, and the ratio
-    form recovers exactly :math:`\min\{1, r\}` from any of them (Peskun-optimal, up to twice
+    ``form="direct"`` (the paper): $\log\alpha = \log a_\omega(x', x)$.
+    ``form="ratio"``: $\log\alpha = \min\{0, \log a_\omega(x', x) - \log a_\omega(x, x')\}$.
+    Score balance matching identifies $a_\omega$ only up to the family of detailed-balance
+    solutions (any $a$ with $a(x',x)/a(x,x') = r$; the entropy term drives it toward
+    Barker's $r/(1+r)$). Every such $a$ is below $\min\{1, r\}$, and the ratio
+    form recovers exactly $\min\{1, r\}$ from any of them (Peskun-optimal, up to twice
     Barker's acceptance), at the price of a second network evaluation.
 
     Arguments:
         log_accept: ``(x_to [C, d], x_from [C, d]) -> [C]``, e.g. an
-            :class:`~scorebayes.scoremh.acceptance_net.AcceptanceNet`'s ``log_accept``
+            `AcceptanceNet`'s ``log_accept``
             (or a ``functools.partial`` fixing its conditioning).
         form: ``"direct"`` or ``"ratio"``.
     """
@@ -137,7 +137,7 @@ class LearnedRule:
 
 
 def _quadratic_form(score: Callable[[Tensor], Tensor], x: Tensor, tau: Tensor) -> Tensor:
-    r""":math:`\tau^\top J_{\tilde s}(x)\,\tau` ``[C]`` by one vector-Jacobian product."""
+    r"""$\tau^\top J_{\tilde s}(x)\,\tau$ ``[C]`` by one vector-Jacobian product."""
     with torch.enable_grad():
         x = x.detach().requires_grad_(True)
         (jt_tau,) = torch.autograd.grad((score(x) * tau).sum(), x)
@@ -145,12 +145,12 @@ def _quadratic_form(score: Callable[[Tensor], Tensor], x: Tensor, tau: Tensor) -
 
 
 class TaylorRule:
-    r"""Taylor approximations of :math:`\log p(x') - \log p(x)` (App. A).
+    r"""Taylor approximations of $\log p(x') - \log p(x)$ (App. A).
 
-    ``order=1, averaging=True`` (default, "Taylor-1 (averaging)"): :math:`\tfrac12(\tilde s(x)+\tilde s(x'))\cdot\tau`;
-    ``order=1, averaging=False``: :math:`\tilde s(x)\cdot\tau`;
-    ``order=2, averaging=False``: :math:`\tilde s(x)\cdot\tau + \tfrac12\tau^\top J(x)\tau`;
-    ``order=2, averaging=True``: :math:`\tfrac12(\tilde s(x)+\tilde s(x'))\cdot\tau + \tfrac14\tau^\top(J(x) - J(x'))\tau`.
+    ``order=1, averaging=True`` (default, "Taylor-1 (averaging)"): $\tfrac12(\tilde s(x)+\tilde s(x'))\cdot\tau$;
+    ``order=1, averaging=False``: $\tilde s(x)\cdot\tau$;
+    ``order=2, averaging=False``: $\tilde s(x)\cdot\tau + \tfrac12\tau^\top J(x)\tau$;
+    ``order=2, averaging=True``: $\tfrac12(\tilde s(x)+\tilde s(x'))\cdot\tau + \tfrac14\tau^\top(J(x) - J(x'))\tau$.
 
     Arguments:
         order: 1 or 2.
@@ -182,10 +182,10 @@ class TaylorRule:
 
 
 def quadrature_nodes(num_nodes: int, kind: str = "lobatto") -> tuple[np.ndarray, np.ndarray]:
-    r"""Nodes ``t [k]`` and weights ``w [k]`` on :math:`[0, 1]` (weights sum to 1).
+    r"""Nodes ``t [k]`` and weights ``w [k]`` on $[0, 1]$ (weights sum to 1).
 
-    ``"lobatto"``: :math:`t = 0, 1` and the roots of :math:`P'_{k-1}` (mapped), weights
-    :math:`2/(k(k-1)P_{k-1}(u_i)^2)` halved; ``"legendre"``: roots of :math:`P_k`.
+    ``"lobatto"``: $t = 0, 1$ and the roots of $P'_{k-1}$ (mapped), weights
+    $2/(k(k-1)P_{k-1}(u_i)^2)$ halved; ``"legendre"``: roots of $P_k$.
     """
     leg = np.polynomial.legendre
     if kind == "lobatto":
@@ -208,21 +208,23 @@ def log_density_difference(score: Callable[[Tensor], Tensor], start: Tensor, end
                            pieces: int = 16, num_nodes: int = 4) -> Tensor:
     r"""Log-density differences from a score alone, by a composite path integral.
 
-    .. math:: \log p(b) - \log p(a) = \int_0^1 s(a + t(b - a))\cdot(b - a)\,dt,
+    $$
+    \log p(b) - \log p(a) = \int_0^1 s(a + t(b - a))\cdot(b - a)\,dt,
+    $$
 
     the straight segment cut into ``pieces`` equal parts, each integrated by ``num_nodes``-node
-    Gauss-Legendre (:func:`quadrature_nodes`): ``pieces * num_nodes`` score evaluations per
+    Gauss-Legendre ([`quadrature_nodes()`][scorebayes.samplers.acceptance.quadrature_nodes]): ``pieces * num_nodes`` score evaluations per
     segment. Composite, so that a segment much longer than the density's scale (a chain
     stuck far out in the tail) is still resolved near its peak. Exact for a conservative score up
     to the quadrature error; a learned score that is not conservative gives the integral along
     this path.
 
     Arguments:
-        score: :math:`s = \nabla\log p`, ``[M, d] -> [M, d]``.
-        start, end: end points :math:`a` and :math:`b`, ``[C, d]``; one of them may be ``[d]`` (shared).
+        score: $s = \nabla\log p$, ``[M, d] -> [M, d]``.
+        start, end: end points $a$ and $b$, ``[C, d]``; one of them may be ``[d]`` (shared).
 
     Returns:
-        ``[C]``: :math:`\log p(b_c) - \log p(a_c)`.
+        ``[C]``: $\log p(b_c) - \log p(a_c)$.
     """
     if pieces < 1:
         raise ValueError(f"pieces must be >= 1, got {pieces}")
@@ -241,14 +243,14 @@ def log_density_difference(score: Callable[[Tensor], Tensor], start: Tensor, end
 
 
 class QuadratureRule:
-    r"""Path-integral acceptance: :math:`\log p(x') - \log p(x) \approx \sum_i w_i\,\tilde s(x + t_i\tau)\cdot\tau`.
+    r"""Path-integral acceptance: $\log p(x') - \log p(x) \approx \sum_i w_i\,\tilde s(x + t_i\tau)\cdot\tau$.
 
     Exact for any conservative score up to the quadrature error, which falls with
     ``num_nodes`` as fast as the score is smooth along the segment.
 
     Arguments:
-        score: :math:`\tilde s`, ``[C, d] -> [C, d]``.
-        num_nodes: ``k``; with Lobatto ``k = 2`` equals :class:`TaylorRule` (order 1, averaging).
+        score: $\tilde s$, ``[C, d] -> [C, d]``.
+        num_nodes: ``k``; with Lobatto ``k = 2`` equals [`TaylorRule`][scorebayes.samplers.acceptance.TaylorRule] (order 1, averaging).
         kind: ``"lobatto"`` (default, reuses the scores cached at both endpoints) or ``"legendre"``.
     """
 

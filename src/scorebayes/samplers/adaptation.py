@@ -1,18 +1,18 @@
 r"""Warm-up adaptation of Langevin chains, separate from the kernel: windows, whitening, restarts.
 
-The chains run in whitened coordinates :math:`v`, :math:`u = c + Lv`, where scores transform as
-:math:`\nabla_v = L^\top\nabla_u` (:func:`whitened`). :func:`adapt_whitening` refits :math:`(c, L)`
-in windows of ratio 1:2:4 (:func:`adaptation_windows`) to the chains' own states
-(:func:`~scorebayes.samplers.preconditioning.covariance_preconditioner`), each window being ULA
-chains (:mod:`scorebayes.samplers.ula`) run by the driver (:func:`~scorebayes.samplers.base.run_chains`)
-with the step size :math:`\kappa/\lambda_{\max}` of
-:func:`~scorebayes.samplers.step_size.curvature_step_size`, and restarts stragglers
-(:func:`reset_stragglers`) between windows; the draws that follow are ordinary chains from the
+The chains run in whitened coordinates $v$, $u = c + Lv$, where scores transform as
+$\nabla_v = L^\top\nabla_u$ ([`whitened()`][scorebayes.samplers.adaptation.whitened]). [`adapt_whitening()`][scorebayes.samplers.adaptation.adapt_whitening] refits $(c, L)$
+in windows of ratio 1:2:4 ([`adaptation_windows()`][scorebayes.samplers.adaptation.adaptation_windows]) to the chains' own states
+([`covariance_preconditioner()`][scorebayes.samplers.langevin.covariance_preconditioner]), each window being ULA
+chains (`scorebayes.samplers.ula`) run by the driver ([`run_chains()`][scorebayes.samplers.base.run_chains])
+with the step size $\kappa/\lambda_{\max}$ of
+[`curvature_step_size()`][scorebayes.samplers.langevin.curvature_step_size], and restarts stragglers
+([`reset_stragglers()`][scorebayes.samplers.adaptation.reset_stragglers]) between windows; the draws that follow are ordinary chains from the
 adapted state.
 
 References:
-    | Stan Reference Manual: HMC algorithm parameters, adaptation windows (Stan Development Team, 2024)
-    | https://mc-stan.org/docs/reference-manual/mcmc.html
+    - Stan Reference Manual: HMC algorithm parameters, adaptation windows (Stan Development Team, 2024)
+      <https://mc-stan.org/docs/reference-manual/mcmc.html>
 """
 
 from __future__ import annotations
@@ -47,12 +47,12 @@ def adaptation_windows(total: int, *, count: int = 3) -> list[int]:
 
 def whitened(u_fns: tuple[Callable, Callable, Callable], center: Tensor, L: Tensor,
              bounds: tuple[Tensor, Tensor]) -> tuple[Callable, Callable, Callable, Callable, Callable]:
-    r"""The chain's functions in whitened coordinates :math:`v`, :math:`u = c + Lv`.
+    r"""The chain's functions in whitened coordinates $v$, $u = c + Lv$.
 
     ``u_fns``: the likelihood score, prior score and drift (with graph) in u, each
-    ``[C, d] -> [C, d]``. Scores transform as :math:`\nabla_v = L^\top\nabla_u`. Returns
-    ``(likelihood, prior, drift, to_u, constrain)``; ``constrain`` reflects :math:`u` into the
-    ``bounds`` box and maps back to :math:`v`.
+    ``[C, d] -> [C, d]``. Scores transform as $\nabla_v = L^\top\nabla_u$. Returns
+    ``(likelihood, prior, drift, to_u, constrain)``; ``constrain`` reflects $u$ into the
+    ``bounds`` box and maps back to $v$.
     """
     u_lik, u_prior, u_drift = u_fns
     L_inv = torch.linalg.inv(L)
@@ -85,7 +85,7 @@ def _window(fns: tuple[Callable, Callable, Callable], v: Tensor, tau: float, win
             stages: Sequence[float], *, clip_norm: float | None, generator: torch.Generator,
             progress: bool) -> tuple[Tensor, Tensor, int]:
     """One warm-up window of ULA chains from ``v [C, d]`` with the (likelihood, prior, constrain)
-    functions ``fns``: ``stages`` tempering stages, then ``window`` steps at :math:`t = 1` of which
+    functions ``fns``: ``stages`` tempering stages, then ``window`` steps at $t = 1$ of which
     at most 50 states per chain (evenly spaced over the second half) are kept.
 
     Returns:
@@ -113,25 +113,25 @@ def adapt_whitening(u_fns: tuple[Callable, Callable, Callable], bounds: tuple[Te
                     stages: Sequence[float], kappa: float, clip_norm: float | None,
                     generator: torch.Generator, progress: bool, straggler_gap: float | None = None
                     ) -> tuple[Tensor, Tensor, Tensor, Tensor, int, int]:
-    """Windowed warm-up of the dense preconditioner (the ``adapt_steps`` of the Langevin-SBI sampler).
+    r"""Windowed warm-up of the dense preconditioner (the ``adapt_steps`` of the Langevin-SBI sampler).
 
     Each window runs the chains whitened by the current ``(center, L)`` with the step size
-    :math:`\\kappa/\\lambda_{\\max}` from the curvature at 15 chains and at the centre, then refits
+    $\kappa/\lambda_{\max}$ from the curvature at 15 chains and at the centre, then refits
     ``(center, L)`` to the pooled states of the window's second half (50 per chain). The
     tempering ``stages`` (``max(50, first window / 10)`` steps each) precede the first window.
     With ``straggler_gap``, after each window the chains more than that many nats below the
-    median chain are restarted from other chains (:func:`reset_stragglers`) and left out of
+    median chain are restarted from other chains ([`reset_stragglers()`][scorebayes.samplers.adaptation.reset_stragglers]) and left out of
     the refit. Chains that diverge in a window are dropped (with a warning); more than half
-    raise :class:`~scorebayes.samplers.base.ChainsDivergedError`.
+    raise [`ChainsDivergedError`][scorebayes.samplers.base.ChainsDivergedError].
 
     Arguments:
-        u_fns: the likelihood score, prior score and drift (with graph) in :math:`u`, each
+        u_fns: the likelihood score, prior score and drift (with graph) in $u$, each
             ``[C, d] -> [C, d]``.
-        bounds: ``(low [d], high [d])``, the box the chains are reflected into (in :math:`u`).
+        bounds: ``(low [d], high [d])``, the box the chains are reflected into (in $u$).
         u0: ``[C, d]`` initial states; ``center [d]``, ``L [d, d]``: the initial whitening.
-        windows: window lengths (:func:`adaptation_windows`).
-        stages: tempering weights before the first window; ``kappa``: :math:`\\tau\\lambda_{\\max}`.
-        clip_norm: clip the likelihood score (in :math:`v`) to this norm.
+        windows: window lengths ([`adaptation_windows()`][scorebayes.samplers.adaptation.adaptation_windows]).
+        stages: tempering weights before the first window; ``kappa``: $\tau\lambda_{\max}$.
+        clip_norm: clip the likelihood score (in $v$) to this norm.
 
     Returns:
         ``(u [C', d], alive [C] bool, center, L, steps, resets)``: the last states of the chains
@@ -161,11 +161,11 @@ def adapt_whitening(u_fns: tuple[Callable, Callable, Callable], bounds: tuple[Te
 
 
 def default_straggler_gap(dim: int) -> float:
-    r"""Log-density deficit beyond which a warm-up chain counts as stuck: :math:`\chi^2_{d}(1-10^{-6})/2`.
+    r"""Log-density deficit beyond which a warm-up chain counts as stuck: $\chi^2_{d}(1-10^{-6})/2$.
 
-    For a Gaussian posterior in :math:`d` dimensions, :math:`\log p(\text{mode}) - \log p(\theta)
-    = \chi^2_d/2`, so a chain this far below the median chain lies where a draw falls with
-    probability under :math:`10^{-6}` (25 nats for :math:`d = 11`).
+    For a Gaussian posterior in $d$ dimensions, $\log p(\text{mode}) - \log p(\theta)
+    = \chi^2_d/2$, so a chain this far below the median chain lies where a draw falls with
+    probability under $10^{-6}$ (25 nats for $d = 11$).
     """
     from scipy.stats import chi2
 
@@ -176,10 +176,10 @@ def reset_stragglers(score_u: Callable[[Tensor], Tensor], u: Tensor, gap: float,
                      generator: torch.Generator) -> tuple[Tensor, Tensor]:
     r"""Restart warm-up chains stuck where the (learned) posterior has no mass.
 
-    With :math:`m` the coordinate-wise median of the chains' states ``u [C, d]``,
-    :math:`\ell_c = \log p(u_c) - \log p(m)` by the path integral of the drift
-    (:func:`~scorebayes.samplers.acceptance.log_density_difference`). Chains with
-    :math:`\operatorname{median}_c \ell_c - \ell_c >` ``gap`` are moved to the state of a random
+    With $m$ the coordinate-wise median of the chains' states ``u [C, d]``,
+    $\ell_c = \log p(u_c) - \log p(m)$ by the path integral of the drift
+    ([`log_density_difference()`][scorebayes.samplers.acceptance.log_density_difference]). Chains with
+    $\operatorname{median}_c \ell_c - \ell_c >$ ``gap`` are moved to the state of a random
     other chain. Only during warm-up, whose draws are discarded: the chains that follow are still
     Langevin chains from their (new) starts. Needed where the drift is nearly flat far from the
     posterior (a logit coordinate saturated at its bound, the monotone regression's repetition 1:

@@ -1,25 +1,25 @@
 r"""Annealed Langevin sampling (ULA or MALA) over decreasing noise levels.
 
-For a noise-conditional score :math:`\tilde s(x, \sigma) \approx \nabla\log p_\sigma(x)` and levels
-:math:`\sigma_1 > \dots > \sigma_L`, run ``steps_per_level`` Langevin steps at each level
-(then ``final_steps`` more at :math:`\sigma_L`) with the proposal
-:math:`x' = x + h_i\tilde s(x,\sigma_i) + \sqrt{2h_i}\,z` and either no correction (annealed ULA)
+For a noise-conditional score $\tilde s(x, \sigma) \approx \nabla\log p_\sigma(x)$ and levels
+$\sigma_1 > \dots > \sigma_L$, run ``steps_per_level`` Langevin steps at each level
+(then ``final_steps`` more at $\sigma_L$) with the proposal
+$x' = x + h_i\tilde s(x,\sigma_i) + \sqrt{2h_i}\,z$ and either no correction (annealed ULA)
 or an MH acceptance rule built per level (annealed MALA). Step rules:
 
-- ``"geometric"`` (Song & Ermon, 2019): :math:`h_i = h\,\sigma_i^2/\sigma_L^2`;
+- ``"geometric"`` (Song & Ermon, 2019): $h_i = h\,\sigma_i^2/\sigma_L^2$;
 - ``"snr"`` (the score_sde Langevin corrector):
-  :math:`h_i = 2(\tau\,\overline{\|z\|}/\overline{\|\tilde s(x,\sigma_i)\|})^2` with norms averaged over the
+  $h_i = 2(\tau\,\overline{\|z\|}/\overline{\|\tilde s(x,\sigma_i)\|})^2$ with norms averaged over the
   chains as score_sde does, computed once at the start of the level and held fixed in it, so
-  :math:`q(x'\mid x)` and :math:`q(x\mid x')` use the same step. (V.C7 suggests one step per chain;
+  $q(x'\mid x)$ and $q(x\mid x')$ use the same step. (V.C7 suggests one step per chain;
   a step computed from a chain's own state makes the level's kernel depend on that state and
   breaks invariance: with the exact rule on a Gaussian the variance came out 2.7 instead of 1.0.)
 
 References:
-    | Generative Modeling by Estimating Gradients of the Data Distribution (Song & Ermon, 2019)
-    | https://arxiv.org/abs/1907.05600
-    | Score-Based Generative Modeling through SDEs (Song et al., 2021), https://arxiv.org/abs/2011.13456
-    | Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025), Sec. 5, App. D
-    | https://arxiv.org/abs/2501.00467
+    - Generative Modeling by Estimating Gradients of the Data Distribution (Song & Ermon, 2019)
+      <https://arxiv.org/abs/1907.05600>
+    - Score-Based Generative Modeling through SDEs (Song et al., 2021), <https://arxiv.org/abs/2011.13456>
+    - Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025), Sec. 5, App. D
+      <https://arxiv.org/abs/2501.00467>
 """
 
 from __future__ import annotations
@@ -42,12 +42,12 @@ RuleFactory = Callable[[float, "float | Tensor"], Callable[[Move], Tensor]]
 
 def level_step_sizes(sigma: float, sigma_min: float, score_x: Tensor, *, rule: str,
                      step_size: float, generator: torch.Generator | None = None) -> float | Tensor:
-    r"""The Langevin step :math:`h_i` of one level (a float).
+    r"""The Langevin step $h_i$ of one level (a float).
 
     Arguments:
-        sigma, sigma_min: the level's noise :math:`\sigma_i` and the smallest :math:`\sigma_L`.
-        score_x: :math:`\tilde s(x, \sigma_i)` ``[C, d]`` at the level's starting states.
-        rule: ``"geometric"`` (``step_size`` = :math:`h`) or ``"snr"`` (``step_size`` = :math:`\tau`).
+        sigma, sigma_min: the level's noise $\sigma_i$ and the smallest $\sigma_L$.
+        score_x: $\tilde s(x, \sigma_i)$ ``[C, d]`` at the level's starting states.
+        rule: ``"geometric"`` (``step_size`` = $h$) or ``"snr"`` (``step_size`` = $\tau$).
     """
     if rule == "geometric":
         return step_size * (sigma / sigma_min) ** 2
@@ -74,15 +74,15 @@ def annealed_langevin(
     r"""Annealed ULA (``acceptance=None``) or annealed MALA from ``position [C, d]``.
 
     Arguments:
-        score: :math:`\tilde s(x [C, d], \sigma) -> [C, d]`.
-        position: initial states ``[C, d]`` (e.g. :math:`\mathcal N(0, \sigma_1^2 I)` draws).
+        score: $\tilde s(x [C, d], \sigma) -> [C, d]$.
+        position: initial states ``[C, d]`` (e.g. $\mathcal N(0, \sigma_1^2 I)$ draws).
         sigmas: decreasing noise levels ``[L]``.
         steps_per_level: Langevin steps at each level.
         final_steps: extra steps at the smallest level.
-        step_rule: ``"geometric"`` or ``"snr"`` (see :func:`level_step_sizes`).
-        step_size: :math:`h` for ``"geometric"``, :math:`\tau` for ``"snr"``.
+        step_rule: ``"geometric"`` or ``"snr"`` (see `level_step_sizes()`).
+        step_size: $h$ for ``"geometric"``, $\tau$ for ``"snr"``.
         acceptance: ``factory(sigma, step) -> rule`` giving the MH rule of each level (e.g. a
-            learned rule conditioned on :math:`(\sigma, h)`, or a Taylor/quadrature rule with the
+            learned rule conditioned on $(\sigma, h)$, or a Taylor/quadrature rule with the
             level's score); ``None`` for annealed ULA.
         generator: random source.
 

@@ -4,25 +4,29 @@ A kernel moves ``C`` chains at once. Its state is a ``NamedTuple`` whose ``posit
 the chains ``[C, d]`` (other fields, e.g. a cached score ``[C, d]`` or log-density ``[C]``, have the
 chains on their first axis too), and
 
-.. math:: (\text{state}_{t+1}, \text{info}_{t+1}) = \mathrm{step}(\text{state}_t, \text{generator}),
+$$
+(\text{state}_{t+1}, \text{info}_{t+1}) = \mathrm{step}(\text{state}_t, \text{generator}),
+$$
 
 with every random number drawn from the explicit ``torch.Generator``, so the same seed gives the
-same chain. :func:`run_chains` is the one loop: ``num_steps`` steps, the first ``burn_in`` of them
-discarded (and, with an :class:`Adaptation`, made by kernels it tunes), then every ``thin``-th
+same chain. [`run_chains()`][scorebayes.samplers.base.run_chains] is the one loop: ``num_steps`` steps, the first ``burn_in`` of them
+discarded (and, with an [`Adaptation`][scorebayes.samplers.base.Adaptation], made by kernels it tunes), then every ``thin``-th
 state kept,
 
-.. math:: \text{draws}[:, s] = \text{state}_{b + (s+1)\,\mathrm{thin}}, \qquad
-          s = 0, \dots, \lfloor (N - b)/\mathrm{thin} \rfloor - 1.
+$$
+\text{draws}[:, s] = \text{state}_{b + (s+1)\,\mathrm{thin}}, \qquad
+s = 0, \dots, \lfloor (N - b)/\mathrm{thin} \rfloor - 1.
+$$
 
-Adaptation is separate from kernels (as in blackjax): an :class:`Adaptation` builds the kernel
+Adaptation is separate from kernels (as in blackjax): an [`Adaptation`][scorebayes.samplers.base.Adaptation] builds the kernel
 of each burn-in step from what it has learned so far and learns from the step's result; the kept
 draws come from one fixed kernel, so they are ordinary Markov chain output.
 
-Divergence (:class:`Divergence`): a chain whose new position is non-finite or has a coordinate
+Divergence ([`Divergence`][scorebayes.samplers.base.Divergence]): a chain whose new position is non-finite or has a coordinate
 beyond ``max_abs`` is declared diverged and frozen at its last good state; if more than
-``max_fraction`` of the chains diverge, :class:`ChainsDivergedError` is raised.
+``max_fraction`` of the chains diverge, [`ChainsDivergedError`][scorebayes.samplers.base.ChainsDivergedError] is raised.
 
-Example:
+Examples:
     >>> import torch
     >>> from scorebayes.samplers.ula import ULAState, build_kernel
     >>> kernel = build_kernel(lambda u: -u, lambda u: torch.zeros_like(u), 0.1)
@@ -32,8 +36,8 @@ Example:
     torch.Size([8, 4, 2])
 
 References:
-    | BlackJAX: Composable Bayesian inference in JAX (Cabezas et al., 2024)
-    | https://arxiv.org/abs/2402.10797
+    - BlackJAX: Composable Bayesian inference in JAX (Cabezas et al., 2024)
+      <https://arxiv.org/abs/2402.10797>
 """
 
 from __future__ import annotations
@@ -65,8 +69,8 @@ class Adaptation(NamedTuple):
     r"""What sets the kernel during burn-in: ``a = init(state)``, then for each burn-in step ``t``
     the kernel ``kernel(a)`` makes the step and ``a = update(a, t, state, info)`` learns from it.
 
-    An adaptive scheme (the random-walk scale of :mod:`scorebayes.samplers.step_size`) and a fixed
-    schedule (the tempering stages of :func:`scorebayes.samplers.ula.tempering`) are both one.
+    An adaptive scheme (the random-walk scale of `scorebayes.samplers.step_size`) and a fixed
+    schedule (the tempering stages of `scorebayes.samplers.ula.tempering()`) are both one.
     """
 
     init: Callable[[Any], Any]
@@ -86,8 +90,8 @@ class Divergence(NamedTuple):
 
 
 class ChainsInfo(NamedTuple):
-    """``diverged [C]`` bool (all ``False`` without a :class:`Divergence`), steps run, and the final
-    adaptation state (``None`` without an :class:`Adaptation`)."""
+    """``diverged [C]`` bool (all ``False`` without a [`Divergence`][scorebayes.samplers.base.Divergence]), steps run, and the final
+    adaptation state (``None`` without an [`Adaptation`][scorebayes.samplers.base.Adaptation])."""
 
     diverged: Tensor
     num_steps: int
@@ -135,23 +139,23 @@ def run_chains(
         kernel: the kernel of the kept steps (``t >= burn_in``); may be ``None`` when every step
             is a burn-in step made by ``adaptation``.
         state: the kernel state at the start, e.g. ``kernel.init(x0)``; ``state.position [C, d]``.
-        num_steps: :math:`N` steps in all.
-        burn_in: :math:`b` steps first, none kept.
+        num_steps: $N$ steps in all.
+        burn_in: $b$ steps first, none kept.
         thin: keep the state after every ``thin``-th step from ``burn_in`` on:
-            :math:`\lfloor (N - b)/\mathrm{thin}\rfloor` draws (trailing steps are run, not kept).
+            $\lfloor (N - b)/\mathrm{thin}\rfloor$ draws (trailing steps are run, not kept).
         generator: the only random source (same seed, same chain).
-        adaptation: makes the burn-in steps (:class:`Adaptation`); ``None``: ``kernel`` does.
-        divergence: freeze run-away chains and raise :class:`ChainsDivergedError` when too many
-            (:class:`Divergence`); ``None``: no check.
+        adaptation: makes the burn-in steps ([`Adaptation`][scorebayes.samplers.base.Adaptation]); ``None``: ``kernel`` does.
+        divergence: freeze run-away chains and raise [`ChainsDivergedError`][scorebayes.samplers.base.ChainsDivergedError] when too many
+            ([`Divergence`][scorebayes.samplers.base.Divergence]); ``None``: no check.
         on_step: ``on_step(t, state, info)`` after every step (e.g. to count acceptances).
         stop: ``stop(t, draws [C, kept, ...]) -> bool`` after every kept draw; ``True`` ends the
-            run there (:mod:`scorebayes.samplers.ess_stopping` stops at an ESS target).
-        collect: what a draw is, ``state -> [C, ...]`` (default :func:`position`).
+            run there (`scorebayes.samplers.ess_stopping` stops at an ESS target).
+        collect: what a draw is, ``state -> [C, ...]`` (default [`position()`][scorebayes.samplers.base.position]).
         progress: show a tqdm bar (``desc``); silent by default.
 
     Returns:
         ``(draws [C, S, ...], state, info)``: the kept draws, the last state and
-        :class:`ChainsInfo` (``num_steps``: the steps made, fewer than asked when ``stop`` ended
+        [`ChainsInfo`][scorebayes.samplers.base.ChainsInfo] (``num_steps``: the steps made, fewer than asked when ``stop`` ended
         the run).
     """
     if num_steps < 0 or burn_in < 0 or thin < 1:
@@ -215,7 +219,7 @@ def warn_diverged(diverged: Tensor, *, stacklevel: int = 2) -> None:
 
 
 class AlternatingState(NamedTuple):
-    """The state of :func:`alternating`: the inner kernels' state and the steps made so far."""
+    """The state of [`alternating()`][scorebayes.samplers.base.alternating]: the inner kernels' state and the steps made so far."""
 
     position: Tensor
     inner: Any

@@ -1,14 +1,14 @@
-r"""The MH-corrected chains of :func:`scorebayes.samplers.sbi_mh.mh_correct` on one target.
+r"""The MH-corrected chains of [`scorebayes.samplers.sbi_mh.mh_correct()`][scorebayes.samplers.sbi_mh.mh_correct] on one target.
 
-A :class:`ScoreTarget` is what one run needs of a fitted score-based SBI estimator: the
+A [`ScoreTarget`][scorebayes.samplers.sbi_mh.ScoreTarget] is what one run needs of a fitted score-based SBI estimator: the
 parameter space, the table proposal, a likelihood score in ``u`` and the box where it may be
-trusted. :func:`correct` standardises :math:`z = A^{-1}(u - m)`, sets the MALA step from the
+trusted. `correct()` standardises $z = A^{-1}(u - m)$, sets the MALA step from the
 curvature, builds the MH kernels (MALA moves, optional pCN jumps, with the chosen acceptance rule)
-and runs them on the one driver, :func:`~scorebayes.samplers.base.run_chains`.
+and runs them on the one driver, [`run_chains()`][scorebayes.samplers.base.run_chains].
 
 References:
-    | Score-Based Metropolis-Hastings Algorithms (Aloui, Hasan, Dong, Wu and Tarokh, 2025)
-    | https://arxiv.org/abs/2501.00467
+    - Score-Based Metropolis-Hastings Algorithms (Aloui, Hasan, Dong, Wu and Tarokh, 2025)
+      <https://arxiv.org/abs/2501.00467>
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class ScoreTarget(NamedTuple):
 
 
 class MHSettings(NamedTuple):
-    """The settings of :func:`~scorebayes.samplers.sbi_mh.mh_correct` that shape one run."""
+    """The settings of [`mh_correct()`][scorebayes.samplers.sbi_mh.mh_correct] that shape one run."""
 
     acceptance: str = "quadrature"
     step_size: float | str = "auto"
@@ -71,7 +71,7 @@ class MHSettings(NamedTuple):
 
 
 def posterior_score(target: Any) -> Callable[[Tensor], Tensor]:
-    r"""Posterior score :math:`\hat s_{\mathrm{lik}}(u) + \nabla_u\log\pi_u(u)`, ``[C, d] -> [C, d]``.
+    r"""Posterior score $\hat s_{\mathrm{lik}}(u) + \nabla_u\log\pi_u(u)$, ``[C, d] -> [C, d]``.
 
     ``target`` has ``space`` and ``likelihood_score``. Differentiable in ``u`` when gradients are
     enabled (the prior part keeps its graph), as score balance matching needs the score's Jacobian.
@@ -102,9 +102,9 @@ def _standardisation(target: ScoreTarget, num: int, generator: torch.Generator) 
 
 def _whitening(target: ScoreTarget, score_u: Callable, pilot_u: Tensor | None, chains: int,
                precondition: str, g: torch.Generator) -> tuple[Tensor, Tensor]:
-    r"""``(m [d], A [d, d])`` of :math:`u = m + Az`: the pilot chains' mean and covariance, or the
-    proposal's mean with :math:`AA^\top = H^{-1}` (``"curvature"``, floored by the proposal's
-    precision) or :math:`A = \mathrm{diag}(c)` (``"proposal"``)."""
+    r"""``(m [d], A [d, d])`` of $u = m + Az$: the pilot chains' mean and covariance, or the
+    proposal's mean with $AA^\top = H^{-1}$ (``"curvature"``, floored by the proposal's
+    precision) or $A = \mathrm{diag}(c)$ (``"proposal"``)."""
     if pilot_u is not None:
         flat = pilot_u.reshape(-1, pilot_u.shape[-1])
         flat = flat[torch.isfinite(flat).all(1)]
@@ -163,7 +163,7 @@ def _kernels(score: Callable, h: float, z0: Tensor, pilot_z: Tensor | None, s: M
 
 def correct(target: ScoreTarget, num_samples: int, chains: int, init: str | Posterior, seed: int,
             s: MHSettings) -> Posterior:
-    """MH-corrected chains on ``target``: a :class:`Posterior` of ``theta [C, S, d]``."""
+    """MH-corrected chains on ``target``: a [`Posterior`][scorebayes.posterior.Posterior] of ``theta [C, S, d]``."""
     g = make_generator(seed, "sbi-mh")
     score_u = posterior_score(target)
     # ULA chains [C, S, d] of a Posterior init: start, scale and SBM training data

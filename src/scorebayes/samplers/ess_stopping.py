@@ -4,29 +4,31 @@ The chains' states are recorded every ``record_every`` steps. At checkpoints spa
 (each ``growth`` times the last), the first quarter of the record so far (at least
 ``min_burn_in`` steps) is treated as burn-in and the rest is tested:
 
-.. math:: \min_j \mathrm{ESS}_j \ge \text{target} \quad\text{and}\quad
-          \max_j \hat R_j < \hat R_{\max},
+$$
+\min_j \mathrm{ESS}_j \ge \text{target} \quad\text{and}\quad
+\max_j \hat R_j < \hat R_{\max},
+$$
 
-with the ESS of the mean and the split :math:`\hat R` of each coordinate :math:`j` of
-``measure(states)`` over all chains (:func:`scorebayes.diagnostics.ess`,
-:func:`scorebayes.diagnostics.rhat`, ``rank=False``): the precision of the posterior means the
+with the ESS of the mean and the split $\hat R$ of each coordinate $j$ of
+``measure(states)`` over all chains ([`scorebayes.diagnostics.ess()`][scorebayes.diagnostics.ess],
+[`scorebayes.diagnostics.rhat()`][scorebayes.diagnostics.rhat], ``rank=False``): the precision of the posterior means the
 user reads, in the coordinates they read them in. (Rank-normalised diagnostics are invariant to
 the coordinates, and so count a far tail of ``u`` that holds next to no mass in the parameters,
-e.g. :math:`u = \mathrm{logit}\,\theta` of a posterior against :math:`\theta = 0`, as
+e.g. $u = \mathrm{logit}\,\theta$ of a posterior against $\theta = 0$, as
 unmixed for ever.) The run stops at the first checkpoint that passes, or after ``max_steps``;
 the draws returned are ``draws_per_chain`` states of each chain, evenly spaced over the tested
 part. Discarding a fixed share keeps the burn-in proportional to the time the chains actually needed, and the
 geometric schedule keeps the cost of the tests to a few per doubling of the run.
 
-With ``C`` chains of ``e`` effective draws each, :math:`\hat R \approx 1 + 1/(2e)` even at
-stationarity, so the limit :func:`rhat_limit` is twice that at the target (and at least 1.01,
+With ``C`` chains of ``e`` effective draws each, $\hat R \approx 1 + 1/(2e)$ even at
+stationarity, so the limit `rhat_limit()` is twice that at the target (and at least 1.01,
 the limit of Vehtari et al. for four long chains): many short chains are not held to a bound
 they could meet only with many times the target.
 
 References:
-    | Rank-normalization, folding, and localization: an improved R-hat for assessing convergence
-    | of MCMC (Vehtari, Gelman, Simpson, Carpenter and Bürkner, 2021) https://doi.org/10.1214/20-BA1221
-    | Practical Markov chain Monte Carlo (Geyer, 1992) https://doi.org/10.1214/ss/1177011137
+    - Rank-normalization, folding, and localization: an improved R-hat for assessing convergence
+      of MCMC (Vehtari, Gelman, Simpson, Carpenter and Bürkner, 2021) <https://doi.org/10.1214/20-BA1221>
+    - Practical Markov chain Monte Carlo (Geyer, 1992) <https://doi.org/10.1214/ss/1177011137>
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ class EssStopping(NamedTuple):
 
 
 def rhat_limit(chains: int, target: float) -> float:
-    r""":math:`1 + \max(0.01,\ C/\text{target})`: twice the stationary :math:`\hat R - 1` of ``chains``
+    r"""$1 + \max(0.01,\ C/\text{target})$: twice the stationary $\hat R - 1$ of ``chains``
     chains holding ``target`` effective draws in all."""
     return 1.0 + max(0.01, chains / target)
 
@@ -83,13 +85,13 @@ def burn_in_steps(steps: int, rule: EssStopping) -> int:
 
 
 def tested_part(record: Tensor, steps: int, rule: EssStopping) -> Tensor:
-    """The record ``[C, K, d]`` of ``steps`` steps without its burn-in (:func:`burn_in_steps`)."""
+    """The record ``[C, K, d]`` of ``steps`` steps without its burn-in (`burn_in_steps()`)."""
     return record[:, burn_in_steps(steps, rule) * record.shape[1] // max(1, steps) :]
 
 
 def convergence(record: Tensor, steps: int, rule: EssStopping, *, measure: Callable[[Tensor], Tensor] | None = None,
                 max_states: int = 500) -> Convergence:
-    """:class:`Convergence` of the record ``[C, K, d]`` after ``steps`` steps (NaN-free chains only),
+    """[`Convergence`][scorebayes.samplers.langevin.Convergence] of the record ``[C, K, d]`` after ``steps`` steps (NaN-free chains only),
     of ``measure(states [C, K', d]) -> [C, K', q]`` (default the states themselves).
 
     The tested part is thinned to at most ``max_states`` states per chain, which bounds the cost
@@ -113,17 +115,17 @@ def run_until_ess(kernel: Kernel, state: Any, rule: EssStopping, *, draws_per_ch
                   adaptation_steps: int = 0, divergence: Divergence | None = None,
                   measure: Callable[[Tensor], Tensor] | None = None, progress: bool = False,
                   desc: str = "chains") -> tuple[Tensor, Any, ChainsInfo, Convergence]:
-    r"""Run ``C`` chains until :class:`EssStopping` is met; keep ``draws_per_chain`` states per chain.
+    r"""Run ``C`` chains until [`EssStopping`][scorebayes.samplers.langevin.EssStopping] is met; keep ``draws_per_chain`` states per chain.
 
     Arguments:
         kernel: the kernel of the recorded steps; ``state.position [C, d]`` the start.
         rule: the target, R-hat limit and step limits.
         draws_per_chain: states returned per chain, evenly spaced over the tested part.
         record_every: steps between recorded states (the tested part must hold at least
-            ``draws_per_chain`` of them by ``min_steps``: see :func:`record_interval`).
+            ``draws_per_chain`` of them by ``min_steps``: see `record_interval()`).
         adaptation, adaptation_steps: burn-in steps made first by the
-            :class:`~scorebayes.samplers.base.Adaptation` (e.g. tempering), not recorded.
-        divergence: as in :func:`~scorebayes.samplers.base.run_chains`.
+            [`Adaptation`][scorebayes.samplers.base.Adaptation] (e.g. tempering), not recorded.
+        divergence: as in [`run_chains()`][scorebayes.samplers.base.run_chains].
         measure: what is tested, ``states [C, K, d] -> [C, K, q]`` (e.g. the parameters of
             unconstrained or whitened chains); default the states.
 

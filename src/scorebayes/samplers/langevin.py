@@ -3,20 +3,22 @@ r"""Vectorised unadjusted Langevin chains driven by a (learned) score.
 The Euler–Maruyama discretisation of the Langevin diffusion (Algorithm 1, with the prior
 gradient at the *previous* iterate, V.A2), with a tempered likelihood (App. C.2.2):
 
-.. math:: u^{(k)} = u^{(k-1)} + \tau\big(t\,\hat s(u^{(k-1)}) + \nabla\log\pi_u(u^{(k-1)})\big)
-          + \sqrt{2\tau}\,\xi_k,\qquad \xi_k\sim\mathcal N(0, I),
+$$
+u^{(k)} = u^{(k-1)} + \tau\big(t\,\hat s(u^{(k-1)}) + \nabla\log\pi_u(u^{(k-1)})\big)
++ \sqrt{2\tau}\,\xi_k,\qquad \xi_k\sim\mathcal N(0, I),
+$$
 
-for ``C`` chains ``u [C, d]`` at once. Stages with likelihood weight :math:`t<1` are
-burn-in only; draws are kept at :math:`t = 1`. :func:`run_langevin` is the ULA kernel of
-:mod:`scorebayes.samplers.ula` run by the driver of :mod:`scorebayes.samplers.base`, with the
+for ``C`` chains ``u [C, d]`` at once. Stages with likelihood weight $t<1$ are
+burn-in only; draws are kept at $t = 1$. [`run_langevin()`][scorebayes.samplers.langevin.run_langevin] is the ULA kernel of
+`scorebayes.samplers.ula` run by the driver of [`scorebayes.samplers.base`][scorebayes.samplers.base], with the
 tempering stages as its burn-in schedule. The step size comes from the drift's curvature
-(:func:`~scorebayes.samplers.step_size.curvature_step_size`, re-exported here with the
+([`curvature_step_size()`][scorebayes.samplers.langevin.curvature_step_size], re-exported here with the
 preconditioners and the warm-up windows that the Langevin-SBI sampler imports from this module).
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang et al., 2025)
-    | Exponential convergence of Langevin distributions and their discrete approximations
-    | (Roberts and Tweedie, 1996) https://doi.org/10.2307/3318418
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang et al., 2025)
+    - Exponential convergence of Langevin distributions and their discrete approximations
+      (Roberts and Tweedie, 1996) <https://doi.org/10.2307/3318418>
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def _parts(likelihood_score: ScoreFn, prior_score: ScoreFn, init: Tensor, step_s
            bounds: tuple[Tensor, Tensor] | None, constrain: Callable[[Tensor], Tensor] | None,
            max_abs: float, max_diverged_fraction: float):
     """The checked inputs' ``(t = 1 kernel, tempering adaptation or None, tempering steps,
-    divergence rule)``, shared by :func:`run_langevin` and :func:`run_langevin_to_ess`."""
+    divergence rule)``, shared by [`run_langevin()`][scorebayes.samplers.langevin.run_langevin] and [`run_langevin_to_ess()`][scorebayes.samplers.langevin.run_langevin_to_ess]."""
     if init.dim() != 2:
         raise ValueError(f"init must be [C, d], got shape {tuple(init.shape)}")
     if not step_size > 0 or not math.isfinite(step_size):
@@ -96,23 +98,23 @@ def run_langevin(
     generator: torch.Generator | None = None,
     progress: bool = False,
 ) -> tuple[Tensor, LangevinInfo]:
-    r"""Run ``C`` Langevin chains and return ``draws [C, num_draws, d]`` and :class:`LangevinInfo`.
+    r"""Run ``C`` Langevin chains and return ``draws [C, num_draws, d]`` and [`LangevinInfo`][scorebayes.samplers.langevin.LangevinInfo].
 
     Arguments:
-        likelihood_score: :math:`\hat s(u)`, ``[C, d] -> [C, d]``.
-        prior_score: :math:`\nabla\log\pi_u(u)`, ``[C, d] -> [C, d]``.
+        likelihood_score: $\hat s(u)$, ``[C, d] -> [C, d]``.
+        prior_score: $\nabla\log\pi_u(u)$, ``[C, d] -> [C, d]``.
         init: ``[C, d]`` initial states.
-        step_size: :math:`\tau`.
-        num_draws, burn_in, thin: at :math:`t=1`, ``burn_in`` steps then ``num_draws*thin``
+        step_size: $\tau$.
+        num_draws, burn_in, thin: at $t=1$, ``burn_in`` steps then ``num_draws*thin``
             steps keeping every ``thin``-th state.
-        tempering: likelihood weights before the final :math:`t = 1` stage (e.g. 0.1..0.9),
+        tempering: likelihood weights before the final $t = 1$ stage (e.g. 0.1..0.9),
             ``steps_per_stage`` steps each (burn-in only).
         clip_norm: clip the likelihood score to this Euclidean norm (per chain).
         bounds: optional ``(low [d], high [d])``; states are reflected into the box.
         constrain: optional map applied to every proposed state ``[C, d] -> [C, d]`` after
             ``bounds`` (e.g. a reflection into a box expressed in other coordinates).
         max_abs: a chain with ``|u| > max_abs`` or non-finite state is declared diverged and frozen.
-        max_diverged_fraction: raise :class:`ChainsDivergedError` above this fraction.
+        max_diverged_fraction: raise [`ChainsDivergedError`][scorebayes.samplers.langevin.ChainsDivergedError] above this fraction.
     """
     if num_draws < 1 or burn_in < 0 or thin < 1:
         raise ValueError("need num_draws >= 1, burn_in >= 0 and thin >= 1")
@@ -149,14 +151,14 @@ def run_langevin_to_ess(
     generator: torch.Generator | None = None,
     progress: bool = False,
 ) -> tuple[Tensor, LangevinInfo]:
-    r""":func:`run_langevin` run until its draws reach the ESS target of ``rule``
-    (:func:`~scorebayes.samplers.ess_stopping.run_until_ess`): the tempering stages, then steps at
-    :math:`t = 1` until the run after its burn-in has the target ESS and :math:`\hat R`, or
+    r"""[`run_langevin()`][scorebayes.samplers.langevin.run_langevin] run until its draws reach the ESS target of ``rule``
+    (`run_until_ess()`): the tempering stages, then steps at
+    $t = 1$ until the run after its burn-in has the target ESS and $\hat R$, or
     ``rule.max_steps`` steps; ``num_draws`` draws per chain from the tested part. ``measure``
     maps states ``[C, K, d]`` to what is tested (e.g. the constrained parameters).
 
     ``LangevinInfo.burn_in`` is then the discarded steps (tempering included), ``thin`` the
-    spacing of the draws returned, and ``convergence`` the :class:`~scorebayes.samplers.ess_stopping.Convergence`.
+    spacing of the draws returned, and ``convergence`` the [`Convergence`][scorebayes.samplers.langevin.Convergence].
     """
     kernel, adaptation, stages, divergence = _parts(
         likelihood_score, prior_score, init, step_size, tempering, steps_per_stage, clip_norm, bounds,

@@ -2,18 +2,19 @@ r"""Metropolis-Hastings kernels = a proposal + a swappable acceptance rule, vect
 
 One step of ``C`` chains ``x [C, d]``:
 
-.. math::
-    x' \sim q(\cdot \mid x), \qquad u \sim U(0, 1), \qquad
-    x \leftarrow x' \text{ if } \log u < \log\alpha(x, x') \text{ else } x,
+$$
+x' \sim q(\cdot \mid x), \qquad u \sim U(0, 1), \qquad
+x \leftarrow x' \text{ if } \log u < \log\alpha(x, x') \text{ else } x,
+$$
 
-where :math:`\log\alpha` comes from an acceptance rule of :mod:`scorebayes.samplers.acceptance`
+where $\log\alpha$ comes from an acceptance rule of [`scorebayes.samplers.acceptance`][scorebayes.samplers.acceptance]
 (exact MH ratio, learned network, Taylor-1, path-integral quadrature, or none: a Langevin
 proposal without acceptance is ULA). The kernel follows blackjax: an ``init`` that builds an
-:class:`MHState` (caching the score, and optionally the log-density, at the current position,
+[`MHState`][scorebayes.samplers.mh.MHState] (caching the score, and optionally the log-density, at the current position,
 so each is computed once per step) and a pure ``step(state, generator) -> (state, info)``;
-:func:`run` collects draws through the driver :func:`~scorebayes.samplers.base.run_chains`.
+[`run()`][scorebayes.samplers.mh.run] collects draws through the driver [`run_chains()`][scorebayes.samplers.base.run_chains].
 
-Example:
+Examples:
     >>> import torch
     >>> from scorebayes.samplers.proposals import LangevinProposal
     >>> from scorebayes.samplers.acceptance import ExactRule
@@ -24,10 +25,10 @@ Example:
     torch.Size([100, 50, 2])
 
 References:
-    | Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025)
-    | https://arxiv.org/abs/2501.00467
-    | BlackJAX: Composable Bayesian inference in JAX (Cabezas et al., 2024)
-    | https://arxiv.org/abs/2402.10797
+    - Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025)
+      <https://arxiv.org/abs/2501.00467>
+    - BlackJAX: Composable Bayesian inference in JAX (Cabezas et al., 2024)
+      <https://arxiv.org/abs/2402.10797>
 """
 
 from __future__ import annotations
@@ -72,21 +73,21 @@ def build_kernel(
     r"""An MH kernel from a proposal and an acceptance rule.
 
     Arguments:
-        proposal: an object of :mod:`scorebayes.samplers.proposals` (``sample``, ``log_prob``).
+        proposal: an object of [`scorebayes.samplers.proposals`][scorebayes.samplers.proposals] (``sample``, ``log_prob``).
         acceptance: ``rule(move) -> log_alpha [C]``; ``None`` accepts every move (with a
             Langevin proposal: the unadjusted Langevin algorithm).
-        score: :math:`\tilde s`, ``[C, d] -> [C, d]``, cached in the state (default: the
+        score: $\tilde s$, ``[C, d] -> [C, d]``, cached in the state (default: the
             proposal's own ``score`` if it has one). Needed by Langevin proposals and by the
             Taylor and quadrature rules.
         support: optional ``[C, d] -> bool [C]``; proposals outside are always rejected.
-        log_density: optional :math:`\log p`, ``[C, d] -> [C]``, cached in the state and passed to
-            the rule in the :class:`~scorebayes.samplers.acceptance.Move`, so that
-            :class:`~scorebayes.samplers.acceptance.ExactRule` evaluates it once per step.
+        log_density: optional $\log p$, ``[C, d] -> [C]``, cached in the state and passed to
+            the rule in the [`Move`][scorebayes.samplers.acceptance.Move], so that
+            [`ExactRule`][scorebayes.samplers.acceptance.ExactRule] evaluates it once per step.
 
-    A symmetric proposal (``proposal.symmetric``) has :math:`\Delta_q = 0` without evaluating it.
+    A symmetric proposal (``proposal.symmetric``) has $\Delta_q = 0$ without evaluating it.
 
     Returns:
-        :class:`~scorebayes.samplers.base.Kernel` ``(init, step)``: ``init(position [C, d]) ->
+        [`Kernel`][scorebayes.samplers.base.Kernel] ``(init, step)``: ``init(position [C, d]) ->
         MHState`` and ``step(state, generator=None) -> (MHState, MHInfo)``.
     """
     rule = AlwaysAccept() if acceptance is None else acceptance
@@ -137,7 +138,7 @@ def run(
     r"""Run ``num_steps`` steps of ``C`` chains from ``position [C, d]``.
 
     Arguments:
-        kernel: from :func:`build_kernel`.
+        kernel: from [`build_kernel()`][scorebayes.samplers.mh.build_kernel].
         position: initial states ``[C, d]``.
         num_steps: number of steps.
         generator: random source (same seed, same draws).

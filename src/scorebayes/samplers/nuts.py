@@ -1,24 +1,24 @@
 r"""The No-U-Turn Sampler (through pyro) for a potential function, in an unconstrained parametrisation.
 
-The target is :math:`\log\pi_u(u) = \log\pi(T(u)) + \log|\det J_T(u)|` (see
-:mod:`scorebayes.samplers.rwmh`); pyro's NUTS receives the potential
-:math:`U(u) = -\log\pi_u(u)` and adapts its step size and a diagonal (or, with ``full_mass``,
-dense) mass matrix :math:`M` during warm-up: momenta :math:`p\sim N(0, M)`, with :math:`M^{-1}`
-the warm-up estimate of :math:`\operatorname{Cov}(u)`; a dense :math:`M` removes linear
+The target is $\log\pi_u(u) = \log\pi(T(u)) + \log|\det J_T(u)|$ (see
+[`scorebayes.samplers.rwmh`][scorebayes.samplers.rwmh]); pyro's NUTS receives the potential
+$U(u) = -\log\pi_u(u)$ and adapts its step size and a diagonal (or, with ``full_mass``,
+dense) mass matrix $M$ during warm-up: momenta $p\sim N(0, M)$, with $M^{-1}$
+the warm-up estimate of $\operatorname{Cov}(u)$; a dense $M$ removes linear
 correlations between parameters, which a diagonal one cannot (Stan reference manual, "HMC
 algorithm parameters").
 Chains run one after another (no multiprocessing), each seeded from ``generator`` inside
-:func:`torch.random.fork_rng`, so the global RNG state is untouched and the same seed gives
+`torch.random.fork_rng()`, so the global RNG state is untouched and the same seed gives
 the same draws.
 
-:class:`~scorebayes.samplers.folded.FoldedSquares` (re-exported here) is a bijection to pass as
+[`FoldedSquares`][scorebayes.samplers.nuts.FoldedSquares] (re-exported here) is a bijection to pass as
 ``space`` when the target is invariant under the sign flip of some coordinates (the squared
-parameters :math:`\tilde\theta` of the graphical models).
+parameters $\tilde\theta$ of the graphical models).
 
 References:
-    | The No-U-Turn Sampler (Hoffman and Gelman, 2014) https://arxiv.org/abs/1111.4246
-    | Stan Reference Manual, "MCMC sampling: HMC algorithm parameters" (mass matrix adaptation)
-    | Pyro: Deep universal probabilistic programming (Bingham et al., 2019)
+    - The No-U-Turn Sampler (Hoffman and Gelman, 2014) <https://arxiv.org/abs/1111.4246>
+    - Stan Reference Manual, "MCMC sampling: HMC algorithm parameters" (mass matrix adaptation)
+    - Pyro: Deep universal probabilistic programming (Bingham et al., 2019)
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def sample_nuts(log_prob: Callable[[Tensor], Tensor], init: Tensor, num_samples:
                 target_accept: float = 0.8, full_mass: bool = False, init_space: str = "constrained",
                 max_tree_depth: int = 10, names: Sequence[str] | None = None,
                 generator: torch.Generator | None = None, progress: bool = False) -> Posterior:
-    r"""Run ``C`` NUTS chains on ``log_prob`` and return a :class:`~scorebayes.posterior.Posterior`.
+    r"""Run ``C`` NUTS chains on ``log_prob`` and return a [`Posterior`][scorebayes.posterior.Posterior].
 
     Arguments:
         log_prob: differentiable target log-density in the constrained space, ``theta [1, k] -> [1]``.
@@ -49,11 +49,11 @@ def sample_nuts(log_prob: Callable[[Tensor], Tensor], init: Tensor, num_samples:
             ``init_space="unconstrained"``).
         num_samples: draws kept per chain (``num_samples * thin`` after ``warmup``).
         space: bijection to the unconstrained space (``None``: identity), e.g. a
-            :class:`~scorebayes.priors.ParameterSpace` or :class:`FoldedSquares`.
+            [`ParameterSpace`][scorebayes.priors.ParameterSpace] or [`FoldedSquares`][scorebayes.samplers.nuts.FoldedSquares].
         target_accept: pyro's ``target_accept_prob``, in (0, 1): the mean acceptance
             probability the step-size adaptation aims at (higher: smaller steps, fewer divergences).
         full_mass: adapt a dense mass matrix instead of a diagonal one (worth it for correlated
-            posteriors of moderate dimension; costs :math:`O(k^2)` memory and :math:`O(k^3)` per
+            posteriors of moderate dimension; costs $O(k^2)$ memory and $O(k^3)$ per
             adaptation window).
         init_space: ``"constrained"`` (default) or ``"unconstrained"``: the space of ``init``.
         max_tree_depth: maximum tree depth of NUTS.

@@ -1,16 +1,16 @@
-r"""Linear changes of variables :math:`u = c + Lv` that whiten a posterior for Langevin chains.
+r"""Linear changes of variables $u = c + Lv$ that whiten a posterior for Langevin chains.
 
-In :math:`v` the drift is :math:`L^\top\mathrm{drift}(c + Lv)` (scores transform as
-:math:`\nabla_v = L^\top\nabla_u`) and the target is unchanged, since the map is linear. Two
-estimates of :math:`L`: from the drift's curvature at a few points (:func:`dense_preconditioner`,
-:math:`L^\top H L = I`) and from the covariance of a cloud of chain states
-(:func:`covariance_preconditioner`, :math:`LL^\top = \hat\Sigma`, shrunk toward its diagonal).
+In $v$ the drift is $L^\top\mathrm{drift}(c + Lv)$ (scores transform as
+$\nabla_v = L^\top\nabla_u$) and the target is unchanged, since the map is linear. Two
+estimates of $L$: from the drift's curvature at a few points ([`dense_preconditioner()`][scorebayes.samplers.langevin.dense_preconditioner],
+$L^\top H L = I$) and from the covariance of a cloud of chain states
+([`covariance_preconditioner()`][scorebayes.samplers.langevin.covariance_preconditioner], $LL^\top = \hat\Sigma$, shrunk toward its diagonal).
 
 References:
-    | Stan Reference Manual: HMC algorithm parameters, adaptation windows (Stan Development Team, 2024)
-    | https://mc-stan.org/docs/reference-manual/mcmc.html
-    | Riemann manifold Langevin and Hamiltonian Monte Carlo methods (Girolami and Calderhead, 2011)
-    | https://doi.org/10.1111/j.1467-9868.2010.00765.x
+    - Stan Reference Manual: HMC algorithm parameters, adaptation windows (Stan Development Team, 2024)
+      <https://mc-stan.org/docs/reference-manual/mcmc.html>
+    - Riemann manifold Langevin and Hamiltonian Monte Carlo methods (Girolami and Calderhead, 2011)
+      <https://doi.org/10.1111/j.1467-9868.2010.00765.x>
 """
 
 from __future__ import annotations
@@ -30,12 +30,14 @@ ScoreFn = Callable[[Tensor], Tensor]
 def dense_preconditioner(drift: ScoreFn, points: Tensor, *, floor: float = 1e-8) -> tuple[Tensor, Tensor]:
     r"""A linear change of variables that gives the drift unit curvature in every direction.
 
-    .. math:: H = \frac1K\sum_k -\operatorname{sym}\nabla\,\mathrm{drift}(u_k) = V\Lambda V^\top,
-              \qquad u = c + L v,\quad L = V\Lambda^{-1/2}
+    $$
+    H = \frac1K\sum_k -\operatorname{sym}\nabla\,\mathrm{drift}(u_k) = V\Lambda V^\top,
+    \qquad u = c + L v,\quad L = V\Lambda^{-1/2}
+    $$
 
-    In :math:`v` the drift is :math:`L^\top\mathrm{drift}(c + Lv)` with Hessian about
-    :math:`L^\top H L = I`: the step size is no longer set by the stiffest direction while the
-    softest one needs :math:`\lambda_{\max}/\lambda_{\min}` times more steps (posteriors of
+    In $v$ the drift is $L^\top\mathrm{drift}(c + Lv)$ with Hessian about
+    $L^\top H L = I$: the step size is no longer set by the stiffest direction while the
+    softest one needs $\lambda_{\max}/\lambda_{\min}$ times more steps (posteriors of
     many weakly and a few strongly identified parameters, e.g. the monotone regression, where
     the curvature spans six orders of magnitude). The change of variables is linear, so the
     chains' target is unchanged.
@@ -62,14 +64,16 @@ def dense_preconditioner(drift: ScoreFn, points: Tensor, *, floor: float = 1e-8)
 def covariance_preconditioner(points: Tensor, *, shrinkage: float = 5.0) -> tuple[Tensor, Tensor]:
     r"""A linear change of variables that whitens a cloud of chain states.
 
-    .. math:: \hat\Sigma_\gamma = \frac{N\hat\Sigma + \gamma\,\operatorname{diag}\hat\Sigma}{N+\gamma},
-              \qquad u = c + Lv,\quad LL^\top = \hat\Sigma_\gamma,
+    $$
+    \hat\Sigma_\gamma = \frac{N\hat\Sigma + \gamma\,\operatorname{diag}\hat\Sigma}{N+\gamma},
+    \qquad u = c + Lv,\quad LL^\top = \hat\Sigma_\gamma,
+    $$
 
-    with :math:`c` and :math:`\hat\Sigma` the mean and covariance of the ``N`` points and
-    :math:`\gamma` = ``shrinkage`` pulling the correlations towards zero for small ``N`` (as in
+    with $c$ and $\hat\Sigma$ the mean and covariance of the ``N`` points and
+    $\gamma$ = ``shrinkage`` pulling the correlations towards zero for small ``N`` (as in
     Stan's windowed adaptation, but towards the diagonal rather than a fixed multiple of the
     identity, since the coordinates' scales may differ by orders of magnitude). Where the
-    posterior is not Gaussian, the curvature at a few points (:func:`dense_preconditioner`) can
+    posterior is not Gaussian, the curvature at a few points ([`dense_preconditioner()`][scorebayes.samplers.langevin.dense_preconditioner]) can
     miss its shape by orders of magnitude; the draws' covariance does not.
 
     Arguments:

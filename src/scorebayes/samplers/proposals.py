@@ -1,30 +1,30 @@
 r"""Metropolis-Hastings proposal kernels with their log-densities and both gradients.
 
-Every proposal :math:`q(x' \mid x)` exposes, for chains ``x [C, d]``:
+Every proposal $q(x' \mid x)$ exposes, for chains ``x [C, d]``:
 
 - ``sample(x, score_x, *, generator) -> x' [C, d]``,
-- ``log_prob(x_to, x_from, score_from) -> [C]``: :math:`\log q(x_{to} \mid x_{from})` up to
+- ``log_prob(x_to, x_from, score_from) -> [C]``: $\log q(x_{to} \mid x_{from})$ up to
   an additive constant that cancels in the MH ratio (the constant may depend on the step
   size, never on the positions),
 - ``grads(x_to, x_from) -> (d_from, d_to)``, each ``[C, d]``:
-  :math:`(\partial_{x_{from}} \log q(x_{to}\mid x_{from}),\ \partial_{x_{to}} \log q(x_{to}\mid x_{from}))`,
+  $(\partial_{x_{from}} \log q(x_{to}\mid x_{from}),\ \partial_{x_{to}} \log q(x_{to}\mid x_{from}))$,
   the blocks needed by the score balance matching loss.
 
 Kernels (step sizes may be floats or tensors ``[C, 1]`` broadcasting over chains):
 
-- random walk (RW): :math:`q(x'\mid x) = \mathcal N(x, \sigma^2 LL^\top)` (:math:`L = I` by default),
-- Langevin / MALA: :math:`q(x'\mid x) = \mathcal N(x + h\,\tilde s(x), 2h I)` with a score callable
-  :math:`\tilde s`; this is the paper's :math:`\mathcal N(x + \tfrac{\varepsilon^2}{2}\tilde s(x), \varepsilon^2 I)`
-  with :math:`\varepsilon^2 = 2h`, so ULA and MALA with the same ``step_size`` ``h`` make the
-  same proposal. :math:`\partial_x \log q(x'\mid x) = (I + h J_{\tilde s}(x))^\top (x' - \mu(x)) / (2h)`
+- random walk (RW): $q(x'\mid x) = \mathcal N(x, \sigma^2 LL^\top)$ ($L = I$ by default),
+- Langevin / MALA: $q(x'\mid x) = \mathcal N(x + h\,\tilde s(x), 2h I)$ with a score callable
+  $\tilde s$; this is the paper's $\mathcal N(x + \tfrac{\varepsilon^2}{2}\tilde s(x), \varepsilon^2 I)$
+  with $\varepsilon^2 = 2h$, so ULA and MALA with the same ``step_size`` ``h`` make the
+  same proposal. $\partial_x \log q(x'\mid x) = (I + h J_{\tilde s}(x))^\top (x' - \mu(x)) / (2h)$
   with the score network's Jacobian, computed as a vector-Jacobian product,
-- preconditioned Crank-Nicolson (pCN): :math:`x' = \rho x + \beta \xi`, :math:`\rho = \sqrt{1-\beta^2}`.
+- preconditioned Crank-Nicolson (pCN): $x' = \rho x + \beta \xi$, $\rho = \sqrt{1-\beta^2}$.
 
 References:
-    | Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025), Sec. 3 and Algorithm 1
-    | https://arxiv.org/abs/2501.00467
-    | MCMC methods for functions: modifying old algorithms to make them faster (Cotter et al., 2013)
-    | https://arxiv.org/abs/1202.0709
+    - Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025), Sec. 3 and Algorithm 1
+      <https://arxiv.org/abs/2501.00467>
+    - MCMC methods for functions: modifying old algorithms to make them faster (Cotter et al., 2013)
+      <https://arxiv.org/abs/1202.0709>
 """
 
 from __future__ import annotations
@@ -59,12 +59,12 @@ def _step_per_chain(step: float | Tensor) -> float | Tensor:
 
 
 class RandomWalkProposal:
-    r"""Gaussian random walk :math:`q(x'\mid x) = \mathcal N(x, \sigma^2 LL^\top)`: :math:`x' = x + \sigma L\xi`.
+    r"""Gaussian random walk $q(x'\mid x) = \mathcal N(x, \sigma^2 LL^\top)$: $x' = x + \sigma L\xi$.
 
     Arguments:
-        step_size: :math:`\sigma` (float or ``[C, 1]``).
-        shape: optional lower-triangular :math:`L` ``[d, d]`` (e.g. the Cholesky factor of a
-            posterior covariance estimate); ``None``: :math:`L = I`.
+        step_size: $\sigma$ (float or ``[C, 1]``).
+        shape: optional lower-triangular $L$ ``[d, d]`` (e.g. the Cholesky factor of a
+            posterior covariance estimate); ``None``: $L = I$.
     """
 
     symmetric = True
@@ -75,7 +75,7 @@ class RandomWalkProposal:
         self.shape = shape
 
     def _whiten(self, delta: Tensor) -> Tensor:
-        r""":math:`L^{-1}\delta` for rows ``delta [C, d]``."""
+        r"""$L^{-1}\delta$ for rows ``delta [C, d]``."""
         if self.shape is None:
             return delta
         return torch.linalg.solve_triangular(self.shape, delta.T, upper=False).T
@@ -87,12 +87,12 @@ class RandomWalkProposal:
         return x + self.step_size * (noise if self.shape is None else noise @ self.shape.T)
 
     def log_prob(self, x_to: Tensor, x_from: Tensor, score_from: Tensor | None = None) -> Tensor:
-        """:math:`-\\|L^{-1}(x_{to} - x_{from})\\|^2 / (2\\sigma^2)`, ``[C]``."""
+        r"""$-\|L^{-1}(x_{to} - x_{from})\|^2 / (2\sigma^2)$, ``[C]``."""
         return -_sq_norm(self._whiten(x_to - x_from)) / (2 * _step_per_chain(self.step_size) ** 2)
 
     def grads(self, x_to: Tensor, x_from: Tensor) -> tuple[Tensor, Tensor]:
-        """``(d_from, d_to)`` = :math:`(\\Sigma^{-1}(x_{to}-x_{from})/\\sigma^2, -\\Sigma^{-1}(x_{to}-x_{from})/\\sigma^2)`,
-        :math:`\\Sigma = LL^\\top`."""
+        r"""``(d_from, d_to)`` = $(\Sigma^{-1}(x_{to}-x_{from})/\sigma^2, -\Sigma^{-1}(x_{to}-x_{from})/\sigma^2)$,
+        $\Sigma = LL^\top$."""
         delta = x_to - x_from
         if self.shape is not None:
             delta = torch.cholesky_solve(delta.T, self.shape, upper=False).T
@@ -101,12 +101,12 @@ class RandomWalkProposal:
 
 
 class LangevinProposal:
-    r"""Langevin (MALA/ULA) proposal :math:`\mathcal N(x + h\,\tilde s(x), 2h I)`.
+    r"""Langevin (MALA/ULA) proposal $\mathcal N(x + h\,\tilde s(x), 2h I)$.
 
     Arguments:
-        score: :math:`\tilde s`, ``[C, d] -> [C, d]``, differentiable with torch autograd
-            when :meth:`grads` is used (the MALA gradient needs its Jacobian).
-        step_size: :math:`h` (float or ``[C, 1]``); :math:`\varepsilon^2 = 2h` in the paper's notation.
+        score: $\tilde s$, ``[C, d] -> [C, d]``, differentiable with torch autograd
+            when [`grads()`][scorebayes.samplers.proposals.LangevinProposal.grads] is used (the MALA gradient needs its Jacobian).
+        step_size: $h$ (float or ``[C, 1]``); $\varepsilon^2 = 2h$ in the paper's notation.
     """
 
     symmetric = False
@@ -117,23 +117,23 @@ class LangevinProposal:
         self.step_size = _check_step(step_size, "step_size")
 
     def mean(self, x: Tensor, score_x: Tensor | None = None) -> Tensor:
-        r""":math:`\mu(x) = x + h\,\tilde s(x)`, ``[C, d]``."""
+        r"""$\mu(x) = x + h\,\tilde s(x)$, ``[C, d]``."""
         if score_x is None:
             score_x = self.score(x)
         return x + self.step_size * score_x
 
     def sample(self, x: Tensor, score_x: Tensor | None = None, *,
                generator: torch.Generator | None = None) -> Tensor:
-        """Proposals ``[C, d]`` (``score_x`` = :math:`\\tilde s(x)` if already known)."""
+        r"""Proposals ``[C, d]`` (``score_x`` = $\tilde s(x)$ if already known)."""
         noise = torch.randn(x.shape, generator=generator, dtype=x.dtype, device=x.device)
         return self.mean(x, score_x) + (2 * self.step_size) ** 0.5 * noise
 
     def log_prob(self, x_to: Tensor, x_from: Tensor, score_from: Tensor | None = None) -> Tensor:
-        """:math:`-\\|x_{to} - \\mu(x_{from})\\|^2 / (4h)`, ``[C]``."""
+        r"""$-\|x_{to} - \mu(x_{from})\|^2 / (4h)$, ``[C]``."""
         return -_sq_norm(x_to - self.mean(x_from, score_from)) / (4 * _step_per_chain(self.step_size))
 
     def grads(self, x_to: Tensor, x_from: Tensor) -> tuple[Tensor, Tensor]:
-        r"""``(d_from, d_to)``: :math:`((I + hJ)^\top r,\ -r)` with :math:`r = (x_{to}-\mu(x_{from}))/(2h)`."""
+        r"""``(d_from, d_to)``: $((I + hJ)^\top r,\ -r)$ with $r = (x_{to}-\mu(x_{from}))/(2h)$."""
         with torch.enable_grad():
             x_from = x_from.detach().requires_grad_(True)
             s = self.score(x_from)
@@ -144,14 +144,14 @@ class LangevinProposal:
 
 
 class PCNProposal:
-    r"""Preconditioned Crank-Nicolson :math:`q(x'\mid x) = \mathcal N(\rho x, \beta^2 I)`, :math:`\rho=\sqrt{1-\beta^2}`.
+    r"""Preconditioned Crank-Nicolson $q(x'\mid x) = \mathcal N(\rho x, \beta^2 I)$, $\rho=\sqrt{1-\beta^2}$.
 
-    Reversible with respect to :math:`\mathcal N(0, I)`: :math:`\log q(x\mid x') - \log q(x'\mid x)
-    = \tfrac12(\|x'\|^2 - \|x\|^2)`, so the proposal part of the SBM residual is :math:`(x, -x')`.
+    Reversible with respect to $\mathcal N(0, I)$: $\log q(x\mid x') - \log q(x'\mid x)
+    = \tfrac12(\|x'\|^2 - \|x\|^2)$, so the proposal part of the SBM residual is $(x, -x')$.
     Best used on standardised coordinates.
 
     Arguments:
-        step_size: :math:`\beta \in (0, 1)` (float or ``[C, 1]``).
+        step_size: $\beta \in (0, 1)$ (float or ``[C, 1]``).
     """
 
     symmetric = False
@@ -172,10 +172,10 @@ class PCNProposal:
         return self.rho * x + self.step_size * noise
 
     def log_prob(self, x_to: Tensor, x_from: Tensor, score_from: Tensor | None = None) -> Tensor:
-        """:math:`-\\|x_{to} - \\rho x_{from}\\|^2 / (2\\beta^2)`, ``[C]``."""
+        r"""$-\|x_{to} - \rho x_{from}\|^2 / (2\beta^2)$, ``[C]``."""
         return -_sq_norm(x_to - self.rho * x_from) / (2 * _step_per_chain(self.step_size) ** 2)
 
     def grads(self, x_to: Tensor, x_from: Tensor) -> tuple[Tensor, Tensor]:
-        """``(d_from, d_to)`` = :math:`(\\rho r, -r)` with :math:`r = (x_{to} - \\rho x_{from})/\\beta^2`."""
+        r"""``(d_from, d_to)`` = $(\rho r, -r)$ with $r = (x_{to} - \rho x_{from})/\beta^2$."""
         r = (x_to - self.rho * x_from) / self.step_size**2
         return self.rho * r, -r

@@ -1,31 +1,33 @@
 r"""Vectorised random-walk Metropolis-Hastings in an unconstrained parametrisation.
 
-Chains ``u [C, k]`` live in the unconstrained space :math:`u = T^{-1}(\theta)` of a
-:class:`~scorebayes.priors.ParameterSpace`, with target
+Chains ``u [C, k]`` live in the unconstrained space $u = T^{-1}(\theta)$ of a
+[`ParameterSpace`][scorebayes.priors.ParameterSpace], with target
 
-.. math:: \log\pi_u(u) = \log\pi(T(u)) + \log|\det J_T(u)|
+$$
+\log\pi_u(u) = \log\pi(T(u)) + \log|\det J_T(u)|
+$$
 
-(the log-Jacobian; e.g. :math:`\sum_i\log\theta_i` for a random walk on :math:`\log\theta`).
-A step proposes :math:`u' = u + s\odot\varepsilon`, :math:`\varepsilon\sim N(0,I)`,
-and accepts with probability :math:`\min(1, \pi_u(u')/\pi_u(u))`.
+(the log-Jacobian; e.g. $\sum_i\log\theta_i$ for a random walk on $\log\theta$).
+A step proposes $u' = u + s\odot\varepsilon$, $\varepsilon\sim N(0,I)$,
+and accepts with probability $\min(1, \pi_u(u')/\pi_u(u))$.
 
-The step is the MH kernel of :mod:`scorebayes.samplers.mh` with a
-:class:`~scorebayes.samplers.proposals.RandomWalkProposal` :math:`u' = u + sL\varepsilon` and the
-exact rule (:class:`~scorebayes.samplers.acceptance.ExactRule`, the log target cached in the
-state), run by the driver :func:`~scorebayes.samplers.base.run_chains`. With ``adapt=True``
-(default) the scale :math:`s` is tuned during burn-in only
-(:func:`~scorebayes.samplers.step_size.random_walk_adaptation`): a per-chain Robbins-Monro update
-of :math:`\log s` toward a target acceptance rate (0.44 for one parameter, 0.234 for many), and
-every window the proposal shape :math:`L` from the Cholesky factor of the pooled covariance of
+The step is the MH kernel of [`scorebayes.samplers.mh`][scorebayes.samplers.mh] with a
+[`RandomWalkProposal`][scorebayes.samplers.proposals.RandomWalkProposal] $u' = u + sL\varepsilon$ and the
+exact rule ([`ExactRule`][scorebayes.samplers.acceptance.ExactRule], the log target cached in the
+state), run by the driver [`run_chains()`][scorebayes.samplers.base.run_chains]. With ``adapt=True``
+(default) the scale $s$ is tuned during burn-in only
+(`random_walk_adaptation()`): a per-chain Robbins-Monro update
+of $\log s$ toward a target acceptance rate (0.44 for one parameter, 0.234 for many), and
+every window the proposal shape $L$ from the Cholesky factor of the pooled covariance of
 the chains (Haario et al.). It is frozen afterwards, so the kept draws come from a fixed MH
 kernel. With ``adapt=False`` the isotropic scale ``step_size`` is used throughout (the paper's
-settings: e.g. :math:`\sigma = 0.1` on :math:`\log\theta`).
+settings: e.g. $\sigma = 0.1$ on $\log\theta$).
 
 References:
-    | Equation of state calculations by fast computing machines (Metropolis et al., 1953)
-    | An adaptive Metropolis algorithm (Haario, Saksman and Tamminen, 2001)
-    | https://doi.org/10.2307/3318737
-    | Examples of adaptive MCMC (Roberts and Rosenthal, 2009) https://doi.org/10.1198/jcgs.2009.06134
+    - Equation of state calculations by fast computing machines (Metropolis et al., 1953)
+    - An adaptive Metropolis algorithm (Haario, Saksman and Tamminen, 2001)
+      <https://doi.org/10.2307/3318737>
+    - Examples of adaptive MCMC (Roberts and Rosenthal, 2009) <https://doi.org/10.1198/jcgs.2009.06134>
 """
 
 from __future__ import annotations
@@ -65,15 +67,15 @@ def _finite_or_minus_inf(log_prob_fn: Callable[[Tensor], Tensor]) -> Callable[[T
 
 def rwmh_kernel(log_prob_fn: Callable[[Tensor], Tensor], scale: Tensor | float,
                 chol: Tensor | None = None) -> Kernel:
-    r"""The random-walk MH kernel :math:`u' = u + s\,L\varepsilon` with the exact acceptance rule.
+    r"""The random-walk MH kernel $u' = u + s\,L\varepsilon$ with the exact acceptance rule.
 
     Arguments:
         log_prob_fn: ``u [C, k] -> [C]``; non-finite values (outside the support) reject the move.
-        scale: proposal scale :math:`s`, a float or ``[C, 1]``.
-        chol: optional ``[k, k]`` lower-triangular shape :math:`L` of the proposal covariance.
+        scale: proposal scale $s$, a float or ``[C, 1]``.
+        chol: optional ``[k, k]`` lower-triangular shape $L$ of the proposal covariance.
 
     Returns:
-        an MH :class:`~scorebayes.samplers.base.Kernel` whose states cache the log target.
+        an MH [`Kernel`][scorebayes.samplers.base.Kernel] whose states cache the log target.
     """
     log_target = _finite_or_minus_inf(log_prob_fn)
     return build_kernel(RandomWalkProposal(scale, chol), ExactRule(log_target), log_density=log_target)
@@ -81,13 +83,13 @@ def rwmh_kernel(log_prob_fn: Callable[[Tensor], Tensor], scale: Tensor | float,
 
 def rwmh_step(state: RWMHState, log_prob_fn: Callable[[Tensor], Tensor], scale: Tensor | float, *,
               chol: Tensor | None = None, generator: torch.Generator | None = None) -> tuple[RWMHState, Tensor]:
-    r"""One Gaussian random-walk MH step for all chains, :math:`u' = u + s\,L\varepsilon`.
+    r"""One Gaussian random-walk MH step for all chains, $u' = u + s\,L\varepsilon$.
 
     Arguments:
-        state: current :class:`RWMHState`.
+        state: current [`RWMHState`][scorebayes.samplers.rwmh.RWMHState].
         log_prob_fn: ``u [C, k] -> [C]`` (``-inf`` outside the support).
-        scale: proposal scale :math:`s`, a float or ``[C, 1]``.
-        chol: optional ``[k, k]`` lower-triangular shape :math:`L` of the proposal covariance.
+        scale: proposal scale $s$, a float or ``[C, 1]``.
+        chol: optional ``[k, k]`` lower-triangular shape $L$ of the proposal covariance.
 
     Returns:
         ``(new_state, accepted [C] bool)``.
@@ -105,7 +107,7 @@ def sample_rwmh(log_prob: Callable[[Tensor], Tensor], init: Tensor, num_samples:
                 step_size: float = 0.1, adapt: bool = True, target_accept: float | None = None,
                 names: Sequence[str] | None = None, generator: torch.Generator | None = None,
                 progress: bool = False) -> Posterior:
-    r"""Run ``C`` random-walk MH chains and return their draws as a :class:`~scorebayes.posterior.Posterior`.
+    r"""Run ``C`` random-walk MH chains and return their draws as a [`Posterior`][scorebayes.posterior.Posterior].
 
     Arguments:
         log_prob: target log-density in the **constrained** space, ``theta [C, k] -> [C]``.

@@ -1,48 +1,50 @@
 r"""MH-corrected Langevin for the score-based SBI posterior (beyond the papers).
 
-The Langevin sampler of :class:`scorebayes.sbi.ScoreLangevin` is unadjusted: it carries a
+The Langevin sampler of [`scorebayes.sbi.ScoreLangevin`][scorebayes.sbi.estimator.ScoreLangevin] is unadjusted: it carries a
 discretisation bias that grows with the step size and cannot reweigh separated modes. Here
 the same learned posterior score in unconstrained coordinates,
 
-.. math:: \tilde s(u) = \hat s_{\mathrm{lik}}(u) + \nabla_u\log\pi_u(u),
+$$
+\tilde s(u) = \hat s_{\mathrm{lik}}(u) + \nabla_u\log\pi_u(u),
+$$
 
 drives Metropolis-Hastings chains with a MALA proposal
-:math:`u' \sim \mathcal N(u + h\tilde s(u), 2hI)` and one of two acceptance rules that need
-only the score (:mod:`scorebayes.samplers.acceptance`):
+$u' \sim \mathcal N(u + h\tilde s(u), 2hI)$ and one of two acceptance rules that need
+only the score ([`scorebayes.samplers.acceptance`][scorebayes.samplers.acceptance]):
 
 - ``"quadrature"``: the path integral
-  :math:`\log\pi(u') - \log\pi(u) = \int_0^1 \tilde s(u + t(u'-u))\cdot(u'-u)\,dt` by ``k``-node
+  $\log\pi(u') - \log\pi(u) = \int_0^1 \tilde s(u + t(u'-u))\cdot(u'-u)\,dt$ by ``k``-node
   Gauss-Legendre (or Gauss-Lobatto) quadrature;
-- ``"learned"``: an acceptance network :math:`a_\omega(u', u)` trained by score balance matching
-  (:mod:`scorebayes.scoremh.sbm`) on the states of pilot ULA chains;
+- ``"learned"``: an acceptance network $a_\omega(u', u)$ trained by score balance matching
+  ([`scorebayes.scoremh.sbm`][scorebayes.scoremh.sbm]) on the states of pilot ULA chains;
 - ``"none"``: every move accepted, i.e. ULA with exactly the same proposal (the baseline).
 
-Chains run in standardised coordinates :math:`z = A^{-1}(u - m)` (``m`` the mean of the
-estimator's table proposal, :math:`AA^\top` the inverse mean curvature of :math:`-\log\pi` or the
+Chains run in standardised coordinates $z = A^{-1}(u - m)$ (``m`` the mean of the
+estimator's table proposal, $AA^\top$ the inverse mean curvature of $-\log\pi$ or the
 proposal's variances; a linear bijection, so the target maps exactly), where the step
-size is :math:`h = \kappa/\lambda_{\max}` with :math:`\lambda_{\max}` the largest curvature of
-:math:`-\log\pi` (:func:`~scorebayes.samplers.langevin.curvature_step_size`). Optionally every
-``jump_every``-th step is a pCN move :math:`z' = \sqrt{1-\beta^2}z + \beta\xi` (nearly an
-independence proposal from the table proposal for :math:`\beta\to1`), accepted with the same rule
+size is $h = \kappa/\lambda_{\max}$ with $\lambda_{\max}$ the largest curvature of
+$-\log\pi$ ([`curvature_step_size()`][scorebayes.samplers.langevin.curvature_step_size]). Optionally every
+``jump_every``-th step is a pCN move $z' = \sqrt{1-\beta^2}z + \beta\xi$ (nearly an
+independence proposal from the table proposal for $\beta\to1$), accepted with the same rule
 (the path integral along the long segment uses ``jump_nodes`` nodes): this lets the corrected
 chains move between separated modes and weigh them, which no unadjusted chain can do.
 Proposals leaving the region the score was trained on are rejected (the target is the posterior
 restricted to that region, where the score is meaningful).
 
 The estimator needs only: ``likelihood_score(u [C, d]) -> [C, d]``, ``space``
-(:class:`~scorebayes.priors.ParameterSpace`), ``proposal_`` (``.sample(num, generator)`` of
+([`ParameterSpace`][scorebayes.priors.ParameterSpace]), ``proposal_`` (``.sample(num, generator)`` of
 constrained ``theta``), and optionally ``chain_box()`` or ``training_region_``
 (``(low [d], high [d])``), ``parameter_names``, ``seed`` and, for noise smoothing,
-``noise_sd`` and ``noisy_copies()``; :func:`target_of` reads them into a
-:class:`~scorebayes.samplers.corrected_chains.ScoreTarget` and
-:func:`~scorebayes.samplers.corrected_chains.correct` runs the chains.
+``noise_sd`` and ``noisy_copies()``; [`target_of()`][scorebayes.samplers.sbi_mh.target_of] reads them into a
+[`ScoreTarget`][scorebayes.samplers.sbi_mh.ScoreTarget] and
+`correct()` runs the chains.
 
 References:
-    | Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025)
-    | https://arxiv.org/abs/2501.00467
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang et al., 2025)
-    | https://arxiv.org/abs/2509.03853
-    | Exponential convergence of Langevin distributions (Roberts and Tweedie, 1996)
+    - Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025)
+      <https://arxiv.org/abs/2501.00467>
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang et al., 2025)
+      <https://arxiv.org/abs/2509.03853>
+    - Exponential convergence of Langevin distributions (Roberts and Tweedie, 1996)
 """
 
 from __future__ import annotations
@@ -79,8 +81,8 @@ def target_of(estimator: Any, x_copy: Tensor | None = None) -> ScoreTarget:
 
 def _per_copy(estimator: Any, copies: list[Tensor], num_samples: int, chains: int | None, init: Any,
               seed: int, settings: MHSettings) -> Posterior:
-    """:func:`mh_correct` run on each noisy copy of the data, the chains of ``init`` (a
-    :class:`Posterior` of :meth:`~scorebayes.sbi.ScoreLangevin.sample`) on the copy they ran on
+    """[`mh_correct()`][scorebayes.samplers.sbi_mh.mh_correct] run on each noisy copy of the data, the chains of ``init`` (a
+    [`Posterior`][scorebayes.posterior.Posterior] of [`sample()`][scorebayes.sbi.estimator.ScoreLangevin.sample]) on the copy they ran on
     (``info["chain_copies"]``), or ``chains`` split evenly; the draws concatenated in copy order."""
     k = len(copies)
     if isinstance(init, Posterior):
@@ -140,43 +142,43 @@ def mh_correct(
     r"""MH-corrected Langevin chains on a fitted score-based SBI posterior.
 
     Arguments:
-        estimator: a fitted :class:`~scorebayes.sbi.ScoreLangevin` (or any object with the
+        estimator: a fitted [`ScoreLangevin`][scorebayes.sbi.estimator.ScoreLangevin] (or any object with the
             attributes listed in the module docstring).
         num_samples: total draws over all chains.
         acceptance: ``"quadrature"``, ``"learned"`` or ``"none"`` (ULA, same proposal).
-        step_size: MALA :math:`h` on the standardised scale, or ``"auto"``:
-            :math:`h = \kappa/\lambda_{\max}` with :math:`\kappa` = ``step_size_factor``
-            (ULA is unstable for :math:`\kappa \ge 2`; MALA is not).
+        step_size: MALA $h$ on the standardised scale, or ``"auto"``:
+            $h = \kappa/\lambda_{\max}$ with $\kappa$ = ``step_size_factor``
+            (ULA is unstable for $\kappa \ge 2$; MALA is not).
         chains: parallel chains (default ``max(4, num_samples // 50)``).
-        burn_in, thin: ``"auto"``: 5 and 1 relaxation times :math:`1/(h\lambda_{\min})`, capped so
+        burn_in, thin: ``"auto"``: 5 and 1 relaxation times $1/(h\lambda_{\min})$, capped so
             that the run has at most ``max_steps`` steps.
         num_nodes, quadrature: ``k`` and ``"legendre"`` or ``"lobatto"`` for the path integral.
         jump_every: every ``jump_every``-th step is a pCN jump with ``jump_beta``
             (``None``: no jumps); ``jump_nodes`` quadrature nodes on the jump segments.
-        precondition: ``"curvature"``: :math:`z = A^{-1}(u - m)` with :math:`AA^\top = H^{-1}`, the
-            Hessian of :math:`-\log\pi` at the table proposal's mean (the localized estimate)
-            plus the proposal's precision :math:`\mathrm{diag}(c^{-2})` (all directions then relax
-            at similar rates, none wider than the proposal); ``"proposal"``: :math:`A = \mathrm{diag}(c)`.
-        init: ``"proposal"`` (chains start from :math:`\mathcal N(0, I)` in ``z``), ``"ula"`` (run
-            ``estimator.sample``) or a :class:`Posterior` of such ULA chains ``[C, S, d]``: the
-            chains then start at the ULA chains' last states, :math:`AA^\top` is the ULA draws'
+        precondition: ``"curvature"``: $z = A^{-1}(u - m)$ with $AA^\top = H^{-1}$, the
+            Hessian of $-\log\pi$ at the table proposal's mean (the localized estimate)
+            plus the proposal's precision $\mathrm{diag}(c^{-2})$ (all directions then relax
+            at similar rates, none wider than the proposal); ``"proposal"``: $A = \mathrm{diag}(c)$.
+        init: ``"proposal"`` (chains start from $\mathcal N(0, I)$ in ``z``), ``"ula"`` (run
+            ``estimator.sample``) or a [`Posterior`][scorebayes.posterior.Posterior] of such ULA chains ``[C, S, d]``: the
+            chains then start at the ULA chains' last states, $AA^\top$ is the ULA draws'
             covariance (overriding ``precondition``), and the learned acceptance trains on them.
         pilot_steps: ULA steps whose states (all chains, second half) train the acceptance network.
         acceptance_hidden, acceptance_epochs, acceptance_batch, lam, learned_form: settings of
-            :func:`scorebayes.scoremh.pipeline.make_kernel` for ``"learned"``.
+            [`scorebayes.scoremh.pipeline.make_kernel()`][scorebayes.scoremh.pipeline.make_kernel] for ``"learned"``.
         seed: random seed (default the estimator's).
         progress: tqdm bars.
 
     A noise-smoothed estimator (``noise_sd`` set) is corrected copy by copy: the chains of a
-    :class:`Posterior` ``init`` stay on the noisy copy of the data they ran on
-    (``info["chain_copies"]``; :meth:`~scorebayes.sbi.ScoreLangevin.noisy_copies`), otherwise the
-    chains are split evenly over the copies. A :class:`~scorebayes.sbi.ScoreLangevin`'s chains
-    stay in its :meth:`~scorebayes.sbi.ScoreLangevin.chain_box` (trained region and ``support_fn``).
+    [`Posterior`][scorebayes.posterior.Posterior] ``init`` stay on the noisy copy of the data they ran on
+    (``info["chain_copies"]``; [`noisy_copies()`][scorebayes.sbi.estimator.ScoreLangevin.noisy_copies]), otherwise the
+    chains are split evenly over the copies. A [`ScoreLangevin`][scorebayes.sbi.estimator.ScoreLangevin]'s chains
+    stay in its [`chain_box()`][scorebayes.sbi.estimator.ScoreLangevin.chain_box] (trained region and ``support_fn``).
 
     Returns:
-        :class:`~scorebayes.posterior.Posterior` of :math:`\theta` ``[chains, S, d]``; ``info`` has
-        ``acceptance_rate`` (MALA moves), ``jump_acceptance_rate``, ``step_size`` (:math:`h` in
-        ``z``), ``step_size_factor`` (:math:`h\lambda_{\max}`), ``burn_in``, ``thin``.
+        [`Posterior`][scorebayes.posterior.Posterior] of $\theta$ ``[chains, S, d]``; ``info`` has
+        ``acceptance_rate`` (MALA moves), ``jump_acceptance_rate``, ``step_size`` ($h$ in
+        ``z``), ``step_size_factor`` ($h\lambda_{\max}$), ``burn_in``, ``thin``.
     """
     if acceptance not in ACCEPTANCES:
         raise ValueError(f"acceptance must be one of {ACCEPTANCES}, got {acceptance!r}")

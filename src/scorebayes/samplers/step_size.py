@@ -1,29 +1,31 @@
 r"""Step-size adaptation, separate from the kernels it tunes.
 
-Curvature (for Langevin chains, :func:`curvature_step_size`). For a Gaussian target with
-precision eigenvalue :math:`\lambda`, ULA is stable iff :math:`\tau\lambda < 2` and its stationary
-variance is :math:`1/(\lambda(1-\tau\lambda/2))`. The largest eigenvalue :math:`\lambda_{\max}`
-of :math:`-\nabla` drift at a few chain positions sets :math:`\tau = \kappa/\lambda_{\max}`
-(default :math:`\kappa = 0.1`: at most 5% variance inflation, 2.6% in sd, in the stiffest
-direction; less elsewhere). Since the likelihood part of the curvature grows like :math:`n`, this
-is :math:`\tau = c/n` with :math:`c = \kappa n / \lambda_{\max}`. The slowest direction relaxes in
-about :math:`1/(\tau\lambda_{\min})` steps, which sets the automatic burn-in and thinning.
+Curvature (for Langevin chains, [`curvature_step_size()`][scorebayes.samplers.langevin.curvature_step_size]). For a Gaussian target with
+precision eigenvalue $\lambda$, ULA is stable iff $\tau\lambda < 2$ and its stationary
+variance is $1/(\lambda(1-\tau\lambda/2))$. The largest eigenvalue $\lambda_{\max}$
+of $-\nabla$ drift at a few chain positions sets $\tau = \kappa/\lambda_{\max}$
+(default $\kappa = 0.1$: at most 5% variance inflation, 2.6% in sd, in the stiffest
+direction; less elsewhere). Since the likelihood part of the curvature grows like $n$, this
+is $\tau = c/n$ with $c = \kappa n / \lambda_{\max}$. The slowest direction relaxes in
+about $1/(\tau\lambda_{\min})$ steps, which sets the automatic burn-in and thinning.
 
-Acceptance rate (for random-walk MH, :func:`random_walk_adaptation`). A per-chain Robbins–Monro
-update of the log scale toward a target acceptance rate :math:`\alpha^*`,
+Acceptance rate (for random-walk MH, `random_walk_adaptation()`). A per-chain Robbins–Monro
+update of the log scale toward a target acceptance rate $\alpha^*$,
 
-.. math:: \log s_{t+1} = \log s_t + (a_t - \alpha^*)\,(1 + t/20)^{-0.6},
+$$
+\log s_{t+1} = \log s_t + (a_t - \alpha^*)\,(1 + t/20)^{-0.6},
+$$
 
-with :math:`a_t \in \{0, 1\}` the step's acceptance, and every ``window`` steps the proposal shape
-:math:`L` from the Cholesky factor of :math:`2.38^2/k` times the pooled covariance of the chains'
-recent states (the overall size :math:`\log\det L` carried over to :math:`s`).
+with $a_t \in \{0, 1\}$ the step's acceptance, and every ``window`` steps the proposal shape
+$L$ from the Cholesky factor of $2.38^2/k$ times the pooled covariance of the chains'
+recent states (the overall size $\log\det L$ carried over to $s$).
 
 References:
-    | Exponential convergence of Langevin distributions and their discrete approximations
-    | (Roberts and Tweedie, 1996) https://doi.org/10.2307/3318418
-    | An adaptive Metropolis algorithm (Haario, Saksman and Tamminen, 2001)
-    | https://doi.org/10.2307/3318737
-    | Examples of adaptive MCMC (Roberts and Rosenthal, 2009) https://doi.org/10.1198/jcgs.2009.06134
+    - Exponential convergence of Langevin distributions and their discrete approximations
+      (Roberts and Tweedie, 1996) <https://doi.org/10.2307/3318418>
+    - An adaptive Metropolis algorithm (Haario, Saksman and Tamminen, 2001)
+      <https://doi.org/10.2307/3318737>
+    - Examples of adaptive MCMC (Roberts and Rosenthal, 2009) <https://doi.org/10.1198/jcgs.2009.06134>
 """
 
 from __future__ import annotations
@@ -51,13 +53,13 @@ class StepSize(NamedTuple):
 
 def curvature_step_size(drift: Callable[[Tensor], Tensor], points: Tensor, *,
                         kappa: float = 0.1) -> StepSize:
-    r"""Step size :math:`\tau = \kappa/\lambda_{\max}` from the drift's Jacobian.
+    r"""Step size $\tau = \kappa/\lambda_{\max}$ from the drift's Jacobian.
 
     Arguments:
-        drift: the full drift :math:`u \mapsto \hat s(u) + \nabla\log\pi_u(u)`, ``[C, d] -> [C, d]``,
+        drift: the full drift $u \mapsto \hat s(u) + \nabla\log\pi_u(u)$, ``[C, d] -> [C, d]``,
             differentiable in ``u``.
         points: ``[K, d]`` probe positions (e.g. the first chain states).
-        kappa: :math:`\tau\lambda_{\max}`; must be in (0, 2).
+        kappa: $\tau\lambda_{\max}$; must be in (0, 2).
     """
     if not 0 < kappa < 2:
         raise ValueError(f"kappa must be in (0, 2) for a stable chain, got {kappa}")
@@ -91,15 +93,15 @@ def random_walk_adaptation(build: Callable[[Tensor, Tensor], Kernel], log_scale:
     r"""Robbins–Monro scale and windowed shape adaptation of a random-walk MH kernel.
 
     Arguments:
-        build: ``(scale [C, 1], chol [k, k]) -> Kernel`` with proposal :math:`u + sL\varepsilon`;
-            its steps' info has ``is_accepted [C]`` (an :class:`~scorebayes.samplers.mh.MHInfo`).
-        log_scale: initial log scales :math:`\log s` ``[C, 1]``.
-        target: :math:`\alpha^*`.
-        window: refit the shape :math:`L` every ``window`` steps from the second half of the window.
+        build: ``(scale [C, 1], chol [k, k]) -> Kernel`` with proposal $u + sL\varepsilon$;
+            its steps' info has ``is_accepted [C]`` (an [`MHInfo`][scorebayes.samplers.mh.MHInfo]).
+        log_scale: initial log scales $\log s$ ``[C, 1]``.
+        target: $\alpha^*$.
+        window: refit the shape $L$ every ``window`` steps from the second half of the window.
         shape_until: refit only at steps ``t < shape_until`` (the scale adapts to the last one).
 
     Returns:
-        an :class:`~scorebayes.samplers.base.Adaptation` whose state is a :class:`ScaleState`;
+        an [`Adaptation`][scorebayes.samplers.base.Adaptation] whose state is a `ScaleState`;
         ``build(state.log_step.exp(), state.chol)`` is the tuned kernel.
     """
 

@@ -1,22 +1,24 @@
 r"""The unadjusted Langevin algorithm (ULA) as an ``(init, step)`` kernel, with tempering.
 
 The Euler–Maruyama discretisation of the Langevin diffusion for ``C`` chains ``u [C, d]``, with
-the likelihood score weighted by :math:`t` (tempering) and optionally clipped:
+the likelihood score weighted by $t$ (tempering) and optionally clipped:
 
-.. math:: u' = \mathcal R\Big(u + \tau\big(t\,\mathrm{clip}_c(\hat s(u)) + \nabla\log\pi_u(u)\big)
-          + \sqrt{2\tau}\,\xi\Big),\qquad \xi\sim\mathcal N(0, I),
+$$
+u' = \mathcal R\Big(u + \tau\big(t\,\mathrm{clip}_c(\hat s(u)) + \nabla\log\pi_u(u)\big)
++ \sqrt{2\tau}\,\xi\Big),\qquad \xi\sim\mathcal N(0, I),
+$$
 
-where :math:`\mathrm{clip}_c(s) = s\min(1, c/\|s\|)` and :math:`\mathcal R` reflects into a box
-(:func:`reflect_into_box`) and/or applies a ``constrain`` map. No accept/reject step: for a
-Gaussian target of precision eigenvalue :math:`\lambda` the chain is stable iff
-:math:`\tau\lambda < 2`, with stationary variance :math:`1/(\lambda(1-\tau\lambda/2))`.
-:func:`tempering` is the schedule of likelihood weights :math:`t < 1` for the first burn-in
-steps, as an :class:`~scorebayes.samplers.base.Adaptation` of the driver.
+where $\mathrm{clip}_c(s) = s\min(1, c/\|s\|)$ and $\mathcal R$ reflects into a box
+([`reflect_into_box()`][scorebayes.samplers.langevin.reflect_into_box]) and/or applies a ``constrain`` map. No accept/reject step: for a
+Gaussian target of precision eigenvalue $\lambda$ the chain is stable iff
+$\tau\lambda < 2$, with stationary variance $1/(\lambda(1-\tau\lambda/2))$.
+`tempering()` is the schedule of likelihood weights $t < 1$ for the first burn-in
+steps, as an [`Adaptation`][scorebayes.samplers.base.Adaptation] of the driver.
 
 References:
-    | Exponential convergence of Langevin distributions and their discrete approximations
-    | (Roberts and Tweedie, 1996) https://doi.org/10.2307/3318418
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang et al., 2025)
+    - Exponential convergence of Langevin distributions and their discrete approximations
+      (Roberts and Tweedie, 1996) <https://doi.org/10.2307/3318418>
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang et al., 2025)
 """
 
 from __future__ import annotations
@@ -77,19 +79,19 @@ def build_kernel(
     bounds: tuple[Tensor, Tensor] | None = None,
     constrain: Callable[[Tensor], Tensor] | None = None,
 ) -> Kernel:
-    r"""The ULA kernel with likelihood weight :math:`t` = ``weight``.
+    r"""The ULA kernel with likelihood weight $t$ = ``weight``.
 
     Arguments:
-        likelihood_score: :math:`\hat s(u)`, ``[C, d] -> [C, d]``.
-        prior_score: :math:`\nabla\log\pi_u(u)`, ``[C, d] -> [C, d]``.
-        step_size: :math:`\tau > 0`.
-        weight: :math:`t`, the likelihood's weight (1: the posterior).
-        clip_norm: clip the likelihood score to this Euclidean norm :math:`c` (per chain).
+        likelihood_score: $\hat s(u)$, ``[C, d] -> [C, d]``.
+        prior_score: $\nabla\log\pi_u(u)$, ``[C, d] -> [C, d]``.
+        step_size: $\tau > 0$.
+        weight: $t$, the likelihood's weight (1: the posterior).
+        clip_norm: clip the likelihood score to this Euclidean norm $c$ (per chain).
         bounds: optional ``(low [d], high [d])``; proposals are reflected into the box.
         constrain: optional map ``[C, d] -> [C, d]`` applied after ``bounds``.
 
     Returns:
-        :class:`~scorebayes.samplers.base.Kernel` with ``init(u [C, d]) -> ULAState`` and
+        [`Kernel`][scorebayes.samplers.base.Kernel] with ``init(u [C, d]) -> ULAState`` and
         ``step(state, generator) -> (ULAState, ULAInfo)``; one ``randn [C, d]`` per step.
     """
     noise_scale = math.sqrt(2 * step_size)
@@ -121,10 +123,10 @@ def build_kernel(
 def tempering(build: Callable[[float], Kernel], weights: Sequence[float], steps_per_stage: int,
               final: Kernel) -> Adaptation | None:
     r"""The tempering schedule: ``steps_per_stage`` steps with ``build(t)`` for each weight ``t``
-    in ``weights``, then ``final`` (the :math:`t = 1` kernel) for the rest of the burn-in.
+    in ``weights``, then ``final`` (the $t = 1$ kernel) for the rest of the burn-in.
 
     Returns:
-        an :class:`~scorebayes.samplers.base.Adaptation` whose state is the step count, or
+        an [`Adaptation`][scorebayes.samplers.base.Adaptation] whose state is the step count, or
         ``None`` without stages.
     """
     kernels = [build(float(t)) for t in weights]

@@ -1,29 +1,31 @@
 r"""Antithetic reference tables: mirrored parameter pairs with common random numbers.
 
 The implicit score-matching loss (eq. 4) on a table drawn from the proposal
-:math:`q_u = \mathcal N(\mu, \operatorname{diag} s^2)` contains the term
-:math:`s_\phi(u, X)^\top\nabla\log q_u(u)`, whose variance grows like :math:`1/s^2`: with a
+$q_u = \mathcal N(\mu, \operatorname{diag} s^2)$ contains the term
+$s_\phi(u, X)^\top\nabla\log q_u(u)$, whose variance grows like $1/s^2$: with a
 tight localized proposal it dominates the loss's sampling noise and swamps the weak
-:math:`u`-dependence the network has to learn. Drawing the table in pairs
+$u$-dependence the network has to learn. Drawing the table in pairs
 
-.. math:: u^{(1)} = \mu + s\odot z,\qquad u^{(2)} = \mu - s\odot z = 2\mu - u^{(1)},
+$$
+u^{(1)} = \mu + s\odot z,\qquad u^{(2)} = \mu - s\odot z = 2\mu - u^{(1)},
+$$
 
 and simulating both members with the *same* latent randomness makes
-:math:`\nabla\log q_u(u^{(2)}) = -\nabla\log q_u(u^{(1)})`, so the pair's term is
-:math:`[s_\phi(u^{(1)}, X^{(1)}) - s_\phi(u^{(2)}, X^{(2)})]^\top\nabla\log q_u(u^{(1)})`. For
+$\nabla\log q_u(u^{(2)}) = -\nabla\log q_u(u^{(1)})$, so the pair's term is
+$[s_\phi(u^{(1)}, X^{(1)}) - s_\phi(u^{(2)}, X^{(2)})]^\top\nabla\log q_u(u^{(1)})$. For
 location–scale families the true score evaluated at its own simulation,
-:math:`s(u, X(u, z))`, depends on the latent :math:`z` only, and the term cancels exactly;
+$s(u, X(u, z))$, depends on the latent $z$ only, and the term cancels exactly;
 for smooth models it nearly cancels. Each member is still distributed as
-:math:`q_u(u)\,p(x\mid u)`, so the loss stays unbiased; only its variance changes. Pairs must
-stay together in minibatches (``pairs=`` of :func:`scorebayes.scores.training.fit_score_network`).
+$q_u(u)\,p(x\mid u)$, so the loss stays unbiased; only its variance changes. Pairs must
+stay together in minibatches (``pairs=`` of [`scorebayes.scores.training.fit_score_network()`][scorebayes.scores.training.fit_score_network]).
 
 This is not in the paper (Jiang, Wang & Yang, 2025, Sec. 3.2 and App. B use iid tables); it is
 the classical antithetic-variates device (Hammersley & Morton, 1956) applied to its loss.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
-    | https://arxiv.org/abs/2509.03853
-    | Hammersley, Morton (1956). A new Monte Carlo technique: antithetic variates.
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+      <https://arxiv.org/abs/2509.03853>
+    - Hammersley, Morton (1956). A new Monte Carlo technique: antithetic variates.
 """
 
 from __future__ import annotations
@@ -38,12 +40,12 @@ __all__ = ["AntitheticProposal", "CommonRandomPairs", "antithetic_pairs"]
 
 
 class AntitheticProposal:
-    r"""Draws from a :class:`~scorebayes.proposal.GaussianProposal` in mirrored pairs.
+    r"""Draws from a `GaussianProposal` in mirrored pairs.
 
     ``sample(num, generator) -> theta [num, d]``: rows ``2k`` and ``2k + 1`` are
-    :math:`T(\mu + s\odot z_k)` and :math:`T(\mu - s\odot z_k)`; an odd ``num`` ends with an
+    $T(\mu + s\odot z_k)$ and $T(\mu - s\odot z_k)$; an odd ``num`` ends with an
     unpaired row. Densities and gradients are those of the wrapped proposal (every row is
-    marginally :math:`q`). Picklable.
+    marginally $q$). Picklable.
     """
 
     def __init__(self, proposal: GaussianProposal):
@@ -74,9 +76,9 @@ class CommonRandomPairs:
 
     ``__call__(theta [B, d], n, generator) -> x [B, n, p]``: the even rows are simulated with
     the generator as given, the odd rows with a copy of its state taken before, so a batched
-    simulator that draws its randomness independently of :math:`\theta` (every
+    simulator that draws its randomness independently of $\theta$ (every
     ``latent``/``transform`` simulator, and most vectorised ones) gives the pair common latents.
-    For a simulator whose random stream depends on :math:`\theta` the pairs are merely
+    For a simulator whose random stream depends on $\theta$ the pairs are merely
     independent: the table is still correct, only the variance reduction is lost. Picklable
     when the wrapped simulator is.
     """
@@ -103,11 +105,11 @@ def antithetic_pairs(u: Tensor, mean: Tensor, *, tol: float = 1e-6) -> Tensor:
     r"""Row indices ``[P, 2]`` of adjacent rows that are mirror images about ``mean``.
 
     A table may lose rows (non-finite parameters, failed simulations), so pairs are found from
-    the values: rows :math:`i, i + 1` pair when :math:`u_i + u_{i+1} = 2\mu` (to ``tol``,
-    relative to the scale of :math:`u - \mu`). Unpaired rows are left out.
+    the values: rows $i, i + 1$ pair when $u_i + u_{i+1} = 2\mu$ (to ``tol``,
+    relative to the scale of $u - \mu$). Unpaired rows are left out.
 
     Arguments:
-        u: table parameters ``[N, d]`` (unconstrained); mean: :math:`\mu` ``[d]``.
+        u: table parameters ``[N, d]`` (unconstrained); mean: $\mu$ ``[d]``.
     """
     if len(u) < 2:
         return torch.zeros(0, 2, dtype=torch.long)

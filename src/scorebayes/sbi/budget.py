@@ -1,9 +1,9 @@
 r"""The simulation budget: ``num_simulations`` split over the stages of a fit.
 
-The unit is one data set of the observed size :math:`n` (the papers' unit): a single-observation
-row of :math:`\mathcal D^S` costs :math:`1/n`, a group of :math:`m_R` observations of
-:math:`\mathcal D^R` costs :math:`m_R/n`, the localization's :math:`B\times\text{iterations}`
-simulated data sets of size :math:`m` cost :math:`m/n` each.
+The unit is one data set of the observed size $n$ (the papers' unit): a single-observation
+row of $\mathcal D^S$ costs $1/n$, a group of $m_R$ observations of
+$\mathcal D^R$ costs $m_R/n$, the localization's $B\times\text{iterations}$
+simulated data sets of size $m$ cost $m/n$ each.
 
 The default plan (sizes not given explicitly):
 
@@ -12,14 +12,14 @@ stage              default
 =================  ==========================================================================
 localization       20 replicates x 100 iterations (Nelder-Mead: at most 100 evaluations each)
 ``table_S``        20,000 single observations (single mode)
-``table_R``        500 groups of :math:`m_R = \min(1000, \max(100, n))` observations (single mode)
+``table_R``        500 groups of $m_R = \min(1000, \max(100, n))$ observations (single mode)
 ``table_N``        1,000 data sets (modes n, full, markov)
-check              200 data sets at the posterior mean (:mod:`scorebayes.sbi.checks.verdict`)
+check              200 data sets at the posterior mean ([`scorebayes.sbi.checks.verdict`][scorebayes.sbi.checks.verdict])
 reserve            one more table round and its check, spent only if the check asks for it
 =================  ==========================================================================
 
-A given ``num_simulations`` :math:`B` is the whole cost: the plan's sizes are scaled by a common
-factor so that they sum to :math:`B` (sizes given explicitly stay as given; a stage never
+A given ``num_simulations`` $B$ is the whole cost: the plan's sizes are scaled by a common
+factor so that they sum to $B$ (sizes given explicitly stay as given; a stage never
 shrinks below a floor). A budget too small to hold the reserve is planned without it; one too
 small for the floors is refused before any work.
 """
@@ -50,14 +50,14 @@ CEILINGS = {"iterations": 300, "check": 200}
 
 @dataclass(frozen=True)
 class BudgetPlan:
-    r"""The sizes of every stage and their cost in data sets of size :math:`n`.
+    r"""The sizes of every stage and their cost in data sets of size $n$.
 
     Attributes:
-        n: the observed data set size. single: single mode (:math:`\mathcal D^S`, :math:`\mathcal D^R`).
+        n: the observed data set size. single: single mode ($\mathcal D^S$, $\mathcal D^R$).
         localization: ``localize`` options of the plan (``replicates``, ``iterations``,
             ``max_evaluations``, ``m``), or ``None`` without localization.
-        single_rows, num_groups, group_size: :math:`N_S`, :math:`N_R`, :math:`m_R` (single mode).
-        num_data_sets: :math:`N` (other modes).
+        single_rows, num_groups, group_size: $N_S$, $N_R$, $m_R$ (single mode).
+        num_data_sets: $N$ (other modes).
         check: data sets simulated by the fit's check.
         total: the budget (``None``: the plan's own sum).
         reserve: whether the budget holds a second table round (a budget too small for it is
@@ -121,7 +121,7 @@ def plan_budget(total: float | None, n: int, *, single: bool, localize: bool, fi
     Arguments:
         total: ``num_simulations``, data sets of size ``n``, or ``None``.
         n: the observed data set size.
-        single: single mode (tables :math:`\mathcal D^S`, :math:`\mathcal D^R`) or not (:math:`N`).
+        single: single mode (tables $\mathcal D^S$, $\mathcal D^R$) or not ($N$).
         localize: whether the fit localizes.
         fixed: sizes given explicitly, kept as given: any of ``replicates``, ``iterations``,
             ``m``, ``restarts``, ``single_rows``, ``num_groups``, ``group_size``, ``num_data_sets``.
@@ -188,8 +188,8 @@ def _scaled(sizes: dict[str, float], unit: dict[str, float], budget: float) -> d
 
 
 def plan_fit(tables: Any, localization: Any, n: int, *, single: bool) -> BudgetPlan:
-    """The stages' sizes of a fit to data of size ``n``: :func:`plan_budget` with the sizes the
-    ``tables`` and ``localization`` settings fix (:mod:`scorebayes.sbi.settings`)."""
+    """The stages' sizes of a fit to data of size ``n``: `plan_budget()` with the sizes the
+    ``tables`` and ``localization`` settings fix ([`scorebayes.sbi.settings`][scorebayes.sbi.settings])."""
     fixed = {k: localization.options.get(k) for k in ("replicates", "iterations", "m", "restarts")}
     fixed.update(num_groups=tables.num_groups, group_size=tables.group_size,
                  **{("single_rows" if single else "num_data_sets"): tables.table_size})

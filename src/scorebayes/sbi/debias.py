@@ -1,23 +1,25 @@
-r"""Debiasing of the single-observation score: the mean network :math:`h_\psi` and its corrections.
+r"""Debiasing of the single-observation score: the mean network $h_\psi$ and its corrections.
 
-A score network trained on single observations learns :math:`s_\phi(u, x)` whose mean under
-:math:`p(x\mid u)` is zero only in the limit; its error enters the posterior score :math:`n`
-times. Algorithm 3 regresses the group means of :math:`\mathcal D^R`,
+A score network trained on single observations learns $s_\phi(u, x)$ whose mean under
+$p(x\mid u)$ is zero only in the limit; its error enters the posterior score $n$
+times. Algorithm 3 regresses the group means of $\mathcal D^R$,
 
-.. math:: \bar s_l = \frac1{m_R}\sum_{i=1}^{m_R} s_\phi(u_l, X_{l,i}),\qquad
-          h_\psi = \arg\min_h \sum_l \lVert \bar s_l - h(u_l)\rVert^2 + \lambda_2\,\mathrm{pen}(h),
+$$
+\bar s_l = \frac1{m_R}\sum_{i=1}^{m_R} s_\phi(u_l, X_{l,i}),\qquad
+h_\psi = \arg\min_h \sum_l \lVert \bar s_l - h(u_l)\rVert^2 + \lambda_2\,\mathrm{pen}(h),
+$$
 
-and the learned likelihood score is :math:`\sum_i [s_\phi(u, X_i) - h_\psi(u)]`. App. B.5 gives
+and the learned likelihood score is $\sum_i [s_\phi(u, X_i) - h_\psi(u)]$. App. B.5 gives
 the alternatives ``"a1"`` (a different regression target) and ``"a2"`` (refit
-:math:`s_\phi - h_\psi` jointly, then re-project :math:`h_\psi`).
+$s_\phi - h_\psi$ jointly, then re-project $h_\psi$).
 
 Beyond the paper, two local corrections fit near a posterior
-(:mod:`scorebayes.scores.local_debias`): :func:`add_local_correction` (new groups around the
-posterior, a linear fit in ``u``) and :func:`add_kernel_correction` (the groups already simulated,
+(`scorebayes.scores.local_debias`): [`add_local_correction()`][scorebayes.sbi.debias.add_local_correction] (new groups around the
+posterior, a linear fit in ``u``) and [`add_kernel_correction()`][scorebayes.sbi.debias.add_kernel_correction] (the groups already simulated,
 re-weighted by a Gaussian kernel in ``theta``).
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ __all__ = ["DebiasedScore", "DebiasFit", "group_means", "fit_debiasing", "local_
 
 
 class DebiasedScore(nn.Module):
-    r""":math:`\tilde s(u, x) = s_\phi(u, x) - h_\psi(u)` as one module (App. B.5 alternative 2)."""
+    r"""$\tilde s(u, x) = s_\phi(u, x) - h_\psi(u)$ as one module (App. B.5 alternative 2)."""
 
     def __init__(self, score: ScoreNet, mean: MeanNet):
         super().__init__()
@@ -53,8 +55,8 @@ class DebiasedScore(nn.Module):
 
 
 class DebiasFit(NamedTuple):
-    """The debiasing fit: each member's training report and :math:`\\mathcal D^R`'s group means
-    ``(u [N_R, d], s_bar [N_R, d])`` (reused by :func:`add_kernel_correction`)."""
+    r"""The debiasing fit: each member's training report and $\mathcal D^R$'s group means
+    ``(u [N_R, d], s_bar [N_R, d])`` (reused by [`add_kernel_correction()`][scorebayes.sbi.debias.add_kernel_correction])."""
 
     reports: list
     groups: tuple[Tensor, Tensor]
@@ -63,7 +65,7 @@ class DebiasFit(NamedTuple):
 @torch.no_grad()
 def group_means(score_net: nn.Module, u_r: Tensor, x_r: Tensor, *, device: torch.device,
                 chunk: int = 64) -> Tensor:
-    r""":math:`\bar s_l`, ``u_r [N_R, d], x_r [N_R, m_R, p] -> [N_R, d]`` (float32).
+    r"""$\bar s_l$, ``u_r [N_R, d], x_r [N_R, m_R, p] -> [N_R, d]`` (float32).
 
     Written into one preallocated tensor: appending each chunk's small result to a list leaves
     them scattered between the chunks' large transient activations, which the allocator then
@@ -80,11 +82,11 @@ def fit_debiasing(score_net: nn.Module, mean_net: CrossFitMean, tables: tuple[Te
                   *, debias: str, schedule: TrainingSchedule, mean_schedule: TrainingSchedule,
                   mean_penalties: tuple[float, ...], score_penalty: float, proposal: Any,
                   generator: torch.Generator, progress: bool, device: torch.device) -> DebiasFit:
-    r"""Fit ``mean_net`` (its cross-fitted members in place) to :math:`\mathcal D^R`'s group means.
+    r"""Fit ``mean_net`` (its cross-fitted members in place) to $\mathcal D^R$'s group means.
 
     Arguments:
-        tables: ``(u_s, x_s, u_r, x_r)``: :math:`\mathcal D^S` ``[N, d], [N, 1, p]`` and
-            :math:`\mathcal D^R` ``[N_R, d], [N_R, m_R, p]`` (network views).
+        tables: ``(u_s, x_s, u_r, x_r)``: $\mathcal D^S$ ``[N, d], [N, 1, p]`` and
+            $\mathcal D^R$ ``[N_R, d], [N_R, m_R, p]`` (network views).
         debias: ``"debias"``, ``"a1"`` or ``"a2"``.
         score_penalty: the curvature penalty chosen for the score net (``"a2"``'s joint refit).
         proposal: the tables' sampling density (``grad_log_prob_unconstrained``), for ``"a2"``.
@@ -136,7 +138,7 @@ def local_region(u: Tensor, *, inflation: float, edge_fraction: float,
 def add_local_correction(likelihood: LearnedLikelihoodScore, u_r: Tensor, x_r: Tensor, center: Tensor,
                          spread: Tensor, group_size: int) -> None:
     r"""Add the least-squares linear fit of the residual group means of ``(u_r [N, d], x_r [N, m, p])``
-    (network views, drawn around ``center`` with ``spread``) to the likelihood's :math:`h_\psi`."""
+    (network views, drawn around ``center`` with ``spread``) to the likelihood's $h_\psi$."""
     device = likelihood.device
     with torch.no_grad():
         residual = (group_means(likelihood.score_net, u_r, x_r, device=device)
@@ -150,11 +152,11 @@ def add_local_correction(likelihood: LearnedLikelihoodScore, u_r: Tensor, x_r: T
 
 def add_kernel_correction(likelihood: LearnedLikelihoodScore, groups: tuple[Tensor, Tensor],
                           theta_post: Tensor, bandwidth: float) -> None:
-    r"""Correct :math:`h_\psi` near posterior draws ``theta_post [S, d]`` with existing groups.
+    r"""Correct $h_\psi$ near posterior draws ``theta_post [S, d]`` with existing groups.
 
-    Fits :math:`(\bar s_l - h_\psi(u_l))/J(u_l) \approx a + B(\theta_l - c)` by least squares weighted
-    with a Gaussian kernel of ``bandwidth`` posterior SDs around the draws' mean :math:`c`
-    (Mahalanobis distance in :math:`\theta`), and adds :math:`J(u)\odot(a + B(T(u) - c))`.
+    Fits $(\bar s_l - h_\psi(u_l))/J(u_l) \approx a + B(\theta_l - c)$ by least squares weighted
+    with a Gaussian kernel of ``bandwidth`` posterior SDs around the draws' mean $c$
+    (Mahalanobis distance in $\theta$), and adds $J(u)\odot(a + B(T(u) - c))$.
     """
     space, device = likelihood.space, likelihood.device
     center = theta_post.mean(0)

@@ -1,23 +1,25 @@
 r"""Score-based Langevin simulation-based inference: the estimator that composes the stages.
 
-.. math:: \nabla_u\log\pi_n(u\mid\mathbf X^*_n) \approx \sum_{k} \big[s_\phi(u, v_k(\mathbf X^*)) - h_\psi(u)\big]
-          + \nabla_u\log\pi_u(u)
+$$
+\nabla_u\log\pi_n(u\mid\mathbf X^*_n) \approx \sum_{k} \big[s_\phi(u, v_k(\mathbf X^*)) - h_\psi(u)\big]
++ \nabla_u\log\pi_u(u)
+$$
 
-1. **Localization** (Sec. 3.1): minimum-distance replicates give a Gaussian proposal :math:`q`
-   over the unconstrained parameters ``u`` (:mod:`scorebayes.sbi.localization.minimum_distance`).
-2. **Reference tables** from :math:`q` or the prior (:mod:`scorebayes.sbi.reference_tables`).
-3. **Score matching** in ``u`` on the data view of the mode (:mod:`scorebayes.sbi.views`):
-   ``"single"`` (Algorithm 3, with the debiasing network of :mod:`scorebayes.sbi.debias`),
+1. **Localization** (Sec. 3.1): minimum-distance replicates give a Gaussian proposal $q$
+   over the unconstrained parameters ``u`` ([`scorebayes.sbi.localization.minimum_distance`][scorebayes.sbi.localization.minimum_distance]).
+2. **Reference tables** from $q$ or the prior ([`scorebayes.sbi.reference_tables`][scorebayes.sbi.reference_tables]).
+3. **Score matching** in ``u`` on the data view of the mode ([`scorebayes.sbi.views`][scorebayes.sbi.views]):
+   ``"single"`` (Algorithm 3, with the debiasing network of [`scorebayes.sbi.debias`][scorebayes.sbi.debias]),
    ``"n"`` (Algorithm 2), ``"full"`` (one network on the whole data set) or ``"markov"``
    (blockwise, Remark 4). The result is a
-   :class:`~scorebayes.sbi.likelihood.LearnedLikelihoodScore`, ``likelihood_``.
-4. **Langevin chains** on it (:mod:`scorebayes.sbi.sampling`), mapped back to :math:`\theta = T(u)`.
+   [`LearnedLikelihoodScore`][scorebayes.sbi.likelihood.LearnedLikelihoodScore], ``likelihood_``.
+4. **Langevin chains** on it ([`scorebayes.sbi.sampling`][scorebayes.sbi.sampling]), mapped back to $\theta = T(u)$.
 
-Later table rounds (:meth:`ScoreLangevin.refine_proposal`, :meth:`ScoreLangevin.move_tables`) and
-local debiasing corrections (:meth:`ScoreLangevin.refine_debiasing`,
-:meth:`ScoreLangevin.refit_debiasing`) live in :mod:`scorebayes.sbi.rounds.table_rounds`.
+Later table rounds ([`ScoreLangevin.refine_proposal()`][scorebayes.sbi.estimator.ScoreLangevin.refine_proposal], [`ScoreLangevin.move_tables()`][scorebayes.sbi.estimator.ScoreLangevin.move_tables]) and
+local debiasing corrections ([`ScoreLangevin.refine_debiasing()`][scorebayes.sbi.estimator.ScoreLangevin.refine_debiasing],
+[`ScoreLangevin.refit_debiasing()`][scorebayes.sbi.estimator.ScoreLangevin.refit_debiasing]) live in [`scorebayes.sbi.rounds.table_rounds`][scorebayes.sbi.rounds.table_rounds].
 
-Example:
+Examples:
     >>> import torch
     >>> from torch.distributions import Normal
     >>> from scorebayes.priors import independent
@@ -33,7 +35,7 @@ Example:
     torch.Size([200, 1])
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
 """
 
 from __future__ import annotations
@@ -103,31 +105,31 @@ class ScoreLangevin:
 
     Arguments:
         prior: any ``Distribution`` with event shape ``[d]`` (constrained supports are mapped
-            to :math:`\mathbb R^d`).
-        simulator: a :class:`~scorebayes.simulators.Simulator` or batched callable
+            to $\mathbb R^d$).
+        simulator: a [`Simulator`][scorebayes.simulators.Simulator] or batched callable
             ``simulate(theta [B, d], n, generator) -> x [B, n, p]``.
         mode: the data view: ``"single"`` (default), ``"n"``, ``"full"`` or ``"markov"``
-            (:mod:`scorebayes.sbi.views`).
-        preset: ``"default"`` (quick settings and the budget plan of :mod:`scorebayes.sbi.budget`) or
-            ``"paper"`` (the paper's table sizes and training, :func:`~scorebayes.sbi.settings.preset_options`);
+            ([`scorebayes.sbi.views`][scorebayes.sbi.views]).
+        preset: ``"default"`` (quick settings and the budget plan of `scorebayes.sbi.budget`) or
+            ``"paper"`` (the paper's table sizes and training, [`preset_options()`][scorebayes.sbi.settings.preset_options]);
             it fills the settings groups not given.
         localization, tables, networks, training, simulation: the stages' settings
-            (:mod:`scorebayes.sbi.settings`); ``localization=False`` draws the tables from the prior.
+            ([`scorebayes.sbi.settings`][scorebayes.sbi.settings]); ``localization=False`` draws the tables from the prior.
             A data-dependent support is ``Localization.support_fn`` (the chains are reflected into
             it) and the loss weight that vanishes on its boundary ``Training.weight_fn``.
         parameter_names: names of the ``d`` parameters.
-        store: a :class:`~scorebayes.store.RunStore`: the localization, table blocks, networks
+        store: a [`RunStore`][scorebayes.store.RunStore]: the localization, table blocks, networks
             (with epoch checkpoints) and samples are saved there and reused on a re-run.
         device: where networks train and chains run (``"cpu"``, ``"cuda"``).
         threads: torch threads for the fit and the chains (``None``: torch's setting, by default
-            the cores this process may use; :func:`scorebayes.parallel.torch_threads`).
+            the cores this process may use; [`scorebayes.parallel.torch_threads()`][scorebayes.parallel.torch_threads]).
         seed: run seed; same seed, same result.
         progress: tqdm bars.
 
-    :meth:`from_options` takes the settings as flat keywords (``num_simulations=...``,
+    [`from_options()`][scorebayes.sbi.estimator.ScoreLangevin.from_options] takes the settings as flat keywords (``num_simulations=...``,
     ``hidden=...``), as a config's ``[options]`` table does.
 
-    After :meth:`fit`: ``likelihood_`` (the learned likelihood score), ``proposal_``,
+    After [`fit()`][scorebayes.sbi.estimator.ScoreLangevin.fit]: ``likelihood_`` (the learned likelihood score), ``proposal_``,
     ``localization_``, ``fit_report_``, ``mean_report_``, ``simulations_`` (data sets of the
     observed size, by stage), ``faults_``.
     """
@@ -175,7 +177,7 @@ class ScoreLangevin:
 
     @classmethod
     def from_options(cls, prior: Distribution, simulator: Simulator | Callable, **options: Any) -> ScoreLangevin:
-        """The estimator from flat keyword settings (:func:`~scorebayes.sbi.settings.group_options`)."""
+        """The estimator from flat keyword settings ([`group_options()`][scorebayes.sbi.settings.group_options])."""
         preset = options.pop("preset", "default")
         single = VIEWS[options["mode"]].single_observations if options.get("mode") in VIEWS else True
         merged = {**preset_options(preset, single), **options}
@@ -186,7 +188,7 @@ class ScoreLangevin:
 
     @property
     def likelihood_(self) -> LearnedLikelihoodScore:
-        """The learned likelihood score (after :meth:`fit`)."""
+        """The learned likelihood score (after [`fit()`][scorebayes.sbi.estimator.ScoreLangevin.fit])."""
         if "_likelihood" not in self.__dict__:
             raise RuntimeError("call fit(x_obs) first")
         return self.__dict__["_likelihood"]
@@ -251,42 +253,42 @@ class ScoreLangevin:
     # ------------------------------------------------------------ table rounds
     def refine_proposal(self, posterior: Posterior, *, num_simulations: int | None = None,
                         inflation: float | Tensor = 1.0) -> ScoreLangevin:
-        """A table round around ``posterior`` (modes n, full, markov): :func:`scorebayes.sbi.rounds.table_rounds.refine_proposal`."""
+        """A table round around ``posterior`` (modes n, full, markov): [`scorebayes.sbi.rounds.table_rounds.refine_proposal()`][scorebayes.sbi.rounds.table_rounds.refine_proposal]."""
         refine_proposal(self, posterior, num_simulations=num_simulations, inflation=inflation)
         return self
 
     def move_tables(self, center: Tensor, sd: Tensor) -> ScoreLangevin:
-        """Redraw the single mode's tables around ``center`` (``u``): :func:`scorebayes.sbi.rounds.table_rounds.move_tables`."""
+        """Redraw the single mode's tables around ``center`` (``u``): [`scorebayes.sbi.rounds.table_rounds.move_tables()`][scorebayes.sbi.rounds.table_rounds.move_tables]."""
         move_tables(self, center, sd)
         return self
 
     def refine_debiasing(self, posterior: Posterior | None = None, *, num_groups: int | None = None,
                          group_size: int | None = None, inflation: float = 2.0) -> ScoreLangevin:
-        """New groups around ``posterior`` correct :math:`h_\\psi`: :func:`scorebayes.sbi.rounds.table_rounds.refine_debiasing`."""
+        r"""New groups around ``posterior`` correct $h_\psi$: [`scorebayes.sbi.rounds.table_rounds.refine_debiasing()`][scorebayes.sbi.rounds.table_rounds.refine_debiasing]."""
         refine_debiasing(self, posterior, num_groups=num_groups, group_size=group_size,
                                 inflation=inflation)
         return self
 
     def refit_debiasing(self, posterior: Posterior, *, bandwidth: float = 5.0) -> ScoreLangevin:
-        """The existing groups correct :math:`h_\\psi` near ``posterior``: :func:`scorebayes.sbi.rounds.table_rounds.refit_debiasing`."""
+        r"""The existing groups correct $h_\psi$ near ``posterior``: [`scorebayes.sbi.rounds.table_rounds.refit_debiasing()`][scorebayes.sbi.rounds.table_rounds.refit_debiasing]."""
         refit_debiasing(self, posterior, bandwidth=bandwidth)
         return self
 
     def posterior_u(self, posterior: Posterior) -> Tensor:
-        """A posterior's finite draws in ``u``, ``[S, d]`` (:func:`~scorebayes.sbi.reference_tables.draws_in_u`)."""
+        """A posterior's finite draws in ``u``, ``[S, d]`` ([`draws_in_u()`][scorebayes.sbi.reference_tables.draws_in_u])."""
         return draws_in_u(self.space, posterior)
 
     # ------------------------------------------------------------------ score
     def likelihood_score(self, u: Tensor, x_obs: Tensor | None = None, *, compiled: bool = False) -> Tensor:
-        r"""Learned :math:`\nabla_u\log p(\mathbf X^*\mid T(u))`, ``u [C, d] -> [C, d]`` (``likelihood_``)."""
+        r"""Learned $\nabla_u\log p(\mathbf X^*\mid T(u))$, ``u [C, d] -> [C, d]`` (``likelihood_``)."""
         return self.likelihood_(u, x_obs, compiled=compiled)
 
     def chain_box(self, x_obs: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """Box in ``u`` the chains are reflected in (:meth:`LearnedLikelihoodScore.chain_box`)."""
+        """Box in ``u`` the chains are reflected in ([`LearnedLikelihoodScore.chain_box()`][scorebayes.sbi.likelihood.LearnedLikelihoodScore.chain_box])."""
         return self.likelihood_.chain_box(x_obs)
 
     def noisy_copies(self) -> list[Tensor]:
-        """The data the chains condition on (:meth:`LearnedLikelihoodScore.noisy_copies`)."""
+        """The data the chains condition on ([`LearnedLikelihoodScore.noisy_copies()`][scorebayes.sbi.likelihood.LearnedLikelihoodScore.noisy_copies])."""
         return self.likelihood_.noisy_copies()
 
     # ----------------------------------------------------------------- sample
@@ -298,40 +300,40 @@ class ScoreLangevin:
                target_ess: float | str = "auto", compile_drift: bool = False, precondition: str | None = None, adapt_steps: int = 0,
                reset_stragglers: bool = True, seed: int | None = None, check: bool = True,
                remedy: bool = True) -> Posterior:
-        r"""Run Langevin chains on the learned posterior score and return a :class:`Posterior`.
+        r"""Run Langevin chains on the learned posterior score and return a [`Posterior`][scorebayes.posterior.Posterior].
 
         Arguments:
             num_samples: total draws (over all chains and noise draws).
             chains: parallel chains (default ``max(4, num_samples // 50)``), split evenly over
                 the noisy copies of the data when ``noise_sd`` is set.
-            step_size: :math:`\tau`, or ``"auto"``: :math:`\kappa/\lambda_{\max}` with
-                :math:`\kappa` = ``step_size_factor``
-                (:func:`~scorebayes.samplers.langevin.curvature_step_size`).
+            step_size: $\tau$, or ``"auto"``: $\kappa/\lambda_{\max}$ with
+                $\kappa$ = ``step_size_factor``
+                ([`curvature_step_size()`][scorebayes.samplers.langevin.curvature_step_size]).
             burn_in, thin: ``"auto"`` (both): run until the draws' effective sample size reaches
-                ``target_ess`` (with :math:`\hat R < 1.01`) or ``max_steps`` steps, the first half
-                discarded (:func:`scorebayes.sbi.sampling.stopping_rule`); a warning says when the
+                ``target_ess`` (with $\hat R < 1.01$) or ``max_steps`` steps, the first half
+                discarded ([`scorebayes.sbi.sampling.stopping_rule()`][scorebayes.sbi.sampling.stopping_rule]); a warning says when the
                 target was not met. Explicit values give a fixed budget instead.
             target_ess: ``"auto"``: a quarter of ``num_samples`` (at least 100); ``info["ess"]`` is
                 the smallest ESS over the parameters, ``info["rhat"]`` the largest R-hat.
             steps_per_stage: ``"auto"`` from the slowest direction's relaxation time
-                (:func:`scorebayes.sbi.sampling.step_budget`).
-            tempering: ``True`` for likelihood weights 0.1, ..., 0.9 before :math:`t = 1`
+                ([`scorebayes.sbi.sampling.step_budget()`][scorebayes.sbi.sampling.step_budget]).
+            tempering: ``True`` for likelihood weights 0.1, ..., 0.9 before $t = 1$
                 (App. C.2.2), or an explicit list.
-            init: ``"proposal"`` (:math:`q`, or the prior without localization), ``"prior"``, or a
-                :class:`Posterior` to warm-start from (its draws; with ``precondition="dense"`` also
+            init: ``"proposal"`` ($q$, or the prior without localization), ``"prior"``, or a
+                [`Posterior`][scorebayes.posterior.Posterior] to warm-start from (its draws; with ``precondition="dense"`` also
                 its covariance as the whitening).
             clip_norm: clip the learned likelihood score to this norm.
             compile_drift: evaluate the drift through ``torch.compile``.
-            precondition: ``"dense"`` runs the chains whitened, :math:`u = c + Lv`, from the drift's
-                curvature (:func:`~scorebayes.samplers.langevin.dense_preconditioner`).
+            precondition: ``"dense"`` runs the chains whitened, $u = c + Lv$, from the drift's
+                curvature ([`dense_preconditioner()`][scorebayes.samplers.langevin.dense_preconditioner]).
             adapt_steps: with ``precondition="dense"``, warm-up steps that refit the whitening to the
-                chains in windows of ratio 1:2:4 (:func:`~scorebayes.samplers.adaptation.adapt_whitening`).
+                chains in windows of ratio 1:2:4 ([`adapt_whitening()`][scorebayes.samplers.adaptation.adapt_whitening]).
             reset_stragglers: with ``adapt_steps``, restart warm-up chains far below the others in
-                learned log-posterior (:func:`~scorebayes.samplers.adaptation.reset_stragglers`).
+                learned log-posterior ([`reset_stragglers()`][scorebayes.samplers.adaptation.reset_stragglers]).
             seed: default the estimator's.
-            check: check the fit afterwards (:meth:`check`): ``info["check"]``, one printed line.
+            check: check the fit afterwards ([`check()`][scorebayes.sbi.estimator.ScoreLangevin.check]): ``info["check"]``, one printed line.
             remedy: when the check fails, run its remedy once (a second table round around the
-                posterior, within the budget; :mod:`scorebayes.sbi.rounds.remedies`), sample again and
+                posterior, within the budget; `scorebayes.sbi.rounds.remedies`), sample again and
                 check again; ``info["check"]["remedies"]`` says what was done.
 
         Warns when over 1% of the draws lie at the edge of the trained region
@@ -371,7 +373,7 @@ class ScoreLangevin:
 
     def check(self, posterior: Posterior, *, num_data_sets: int | None = None, remedies: Sequence[str] = (),
               announce: bool = True) -> FitCheck:
-        """The fit's verdict on ``posterior`` (:func:`scorebayes.sbi.checks.verdict.check_fit`): stored in
+        """The fit's verdict on ``posterior`` ([`scorebayes.sbi.checks.verdict.check_fit()`][scorebayes.sbi.checks.verdict.check_fit]): stored in
         ``posterior.info["check"]``; with ``announce``, printed as one line (with ``progress``) and a
         warning when it fails. ``remedies``: what was done before it."""
         with self.ledger_.stage("check"):

@@ -1,7 +1,7 @@
 r"""The estimator as the stages see it: a structural type, so that the stages (rounds, checks,
 remedies) need not import the estimator that composes them.
 
-:class:`~scorebayes.sbi.estimator.ScoreLangevin` satisfies :class:`FittedEstimator`. Attributes
+[`ScoreLangevin`][scorebayes.sbi.estimator.ScoreLangevin] satisfies `FittedEstimator`. Attributes
 with a trailing underscore are set by ``fit`` and by the rounds; the others are the estimator's
 settings.
 """

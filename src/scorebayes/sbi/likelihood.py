@@ -1,15 +1,17 @@
 r"""The learned likelihood score: one object that the samplers, checks and table rounds consume.
 
-.. math:: \hat s(u; \mathbf X) = \sum_{k=1}^{m} \big[s_\phi(u, v_k(\mathbf X)) - h_\psi(u)\big]
-          \approx \nabla_u \log p(\mathbf X \mid T(u)),
+$$
+\hat s(u; \mathbf X) = \sum_{k=1}^{m} \big[s_\phi(u, v_k(\mathbf X)) - h_\psi(u)\big]
+\approx \nabla_u \log p(\mathbf X \mid T(u)),
+$$
 
-with :math:`v_k` the units of the data view (:mod:`scorebayes.sbi.views`), :math:`s_\phi` the
-score network and :math:`h_\psi` the debiasing network (single mode; absent otherwise). The
+with $v_k$ the units of the data view ([`scorebayes.sbi.views`][scorebayes.sbi.views]), $s_\phi$ the
+score network and $h_\psi$ the debiasing network (single mode; absent otherwise). The
 object also knows where it may be trusted: the box of ``u`` the network was trained on (cut by
-local debiasing corrections, :mod:`scorebayes.sbi.debias`) and the data's support.
+local debiasing corrections, [`scorebayes.sbi.debias`][scorebayes.sbi.debias]) and the data's support.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ __all__ = ["DataSmoothing", "LearnedLikelihoodScore"]
 
 
 class DataSmoothing:
-    r"""Gaussian data smoothing :math:`\tilde x = x + \sigma\varepsilon` (App. B.2, solution 2),
+    r"""Gaussian data smoothing $\tilde x = x + \sigma\varepsilon$ (App. B.2, solution 2),
     seeded by the run seed and a key, so the same key gives the same noise."""
 
     def __init__(self, sd: float, draws: int, seed: int):
@@ -46,14 +48,14 @@ class LearnedLikelihoodScore:
     r"""A fitted likelihood score in the unconstrained parameters ``u``.
 
     Arguments:
-        space: the prior's :class:`~scorebayes.priors.ParameterSpace` (``u`` <-> ``theta``).
+        space: the prior's [`ParameterSpace`][scorebayes.priors.ParameterSpace] (``u`` <-> ``theta``).
         view: the data view the networks were trained on.
-        score_net: :math:`s_\phi(u, v)`, with ``sum_over_observations(u [C, d], v [m, p]) -> [C, d]``.
-        mean_net: :math:`h_\psi(u)` ``[C, d] -> [C, d]``, or ``None``.
+        score_net: $s_\phi(u, v)$, with ``sum_over_observations(u [C, d], v [m, p]) -> [C, d]``.
+        mean_net: $h_\psi(u)$ ``[C, d] -> [C, d]``, or ``None``.
         x_obs: the observed data ``[n, p]``.
         training_region: ``(low [d], high [d])``, the box of ``u`` the score net was trained on.
         support_fn: ``support_fn(x [n, p]) -> (low [d], high [d])`` in ``theta``, or ``None``.
-        smoothing: the :class:`DataSmoothing` of the tables, or ``None``.
+        smoothing: the [`DataSmoothing`][scorebayes.sbi.likelihood.DataSmoothing] of the tables, or ``None``.
         device: where the networks are evaluated.
 
     ``refinements`` lists the local debiasing corrections applied to ``mean_net`` (their centre
@@ -77,7 +79,7 @@ class LearnedLikelihoodScore:
         return len(self.x_obs)
 
     def __call__(self, u: Tensor, x_obs: Tensor | None = None, *, compiled: bool = False) -> Tensor:
-        r""":math:`\hat s(u; \mathbf X)`, ``u [C, d] -> [C, d]`` (float64), for ``x_obs`` (default
+        r"""$\hat s(u; \mathbf X)$, ``u [C, d] -> [C, d]`` (float64), for ``x_obs`` (default
         the observed data). Differentiable in ``u``. ``compiled=True`` runs the sum through
         ``torch.compile`` when no gradient is needed (faster on long runs; needs a C++ compiler)."""
         data = self.observed_view(self.x_obs if x_obs is None else x_obs)
@@ -155,7 +157,7 @@ class LearnedLikelihoodScore:
 
     def noisy_copies(self) -> list[Tensor]:
         r"""The data the chains condition on: ``noise_draws`` smoothed copies
-        :math:`\mathbf X^* + \sigma\varepsilon_c` ``[n, p]`` (the same on every call), or ``[x_obs]``."""
+        $\mathbf X^* + \sigma\varepsilon_c$ ``[n, p]`` (the same on every call), or ``[x_obs]``."""
         if self.smoothing is None:
             return [self.x_obs]
         return [self.smoothing(self.x_obs, "observed", c) for c in range(self.smoothing.draws)]

@@ -1,6 +1,6 @@
 """The observed data of a Langevin-SBI fit, checked before any expensive work.
 
-:func:`checked_observed` checks the array itself; :func:`check_against_pilot` then simulates a
+`checked_observed()` checks the array itself; `check_against_pilot()` then simulates a
 pilot data set at the observed size (some simulators only make data sets of one length) and checks
 that the simulator, the data view, the data features and the score views agree with the data.
 """

@@ -1,15 +1,15 @@
 r"""Reference tables for the Langevin-SBI estimator, in the unconstrained parameters ``u``.
 
-A table is ``num`` parameters drawn from a proposal (the localized :math:`q`, the prior, or a
+A table is ``num`` parameters drawn from a proposal (the localized $q$, the prior, or a
 later round's proposal) with ``n_obs`` simulated observations each:
-:math:`\mathcal D^S` (``n_obs = 1``), :math:`\mathcal D^R` (``n_obs = m_R``) or whole data sets
-(``n_obs = n``). :class:`TableSource` draws them through
-:func:`scorebayes.tables.simulate_table` (seeded blocks, an executor, a resumable run store,
+$\mathcal D^S$ (``n_obs = 1``), $\mathcal D^R$ (``n_obs = m_R``) or whole data sets
+(``n_obs = n``). [`TableSource`][scorebayes.sbi.reference_tables.TableSource] draws them through
+[`scorebayes.tables.simulate_table()`][scorebayes.tables.simulate_table] (seeded blocks, an executor, a resumable run store,
 fault handling), maps the parameters to ``u``, drops rows whose ``u`` is not finite, smooths the
 data if asked, and counts the cost and the faults.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class TableSource:
     handling; ``faults`` adds up failed, non-finite and resumed simulations.
 
     Arguments:
-        simulator: the model's :class:`~scorebayes.simulators.Simulator`.
+        simulator: the model's [`Simulator`][scorebayes.simulators.Simulator].
         space: the prior's parameter space.
         simulation: executor, block size and fault handling.
         smoothing: data smoothing applied to every table (keyed by the table's tag), or ``None``.
@@ -71,7 +71,7 @@ class TableSource:
              paired: bool = False) -> tuple[Tensor, Tensor, float]:
         """``num`` rows from ``sampler`` with ``n_obs`` observations each.
 
-        ``paired``: mirrored parameter pairs sharing their random numbers (:mod:`scorebayes.sbi.antithetic`).
+        ``paired``: mirrored parameter pairs sharing their random numbers (`scorebayes.sbi.antithetic`).
 
         Returns:
             ``(u [N', d], x [N', n_obs, p], cost)``: the rows with finite ``u`` and the cost in

@@ -1,16 +1,18 @@
-r"""Langevin chains on a learned posterior score, from starts to a :class:`~scorebayes.posterior.Posterior`.
+r"""Langevin chains on a learned posterior score, from starts to a [`Posterior`][scorebayes.posterior.Posterior].
 
-.. math:: u^{(k)} = u^{(k-1)} + \tau\big(t\,\hat s(u^{(k-1)}; \tilde{\mathbf X}^*_c)
-          + \nabla\log\pi_u(u^{(k-1)})\big) + \sqrt{2\tau}\,\xi_k
+$$
+u^{(k)} = u^{(k-1)} + \tau\big(t\,\hat s(u^{(k-1)}; \tilde{\mathbf X}^*_c)
++ \nabla\log\pi_u(u^{(k-1)})\big) + \sqrt{2\tau}\,\xi_k
+$$
 
-for each noisy copy :math:`\tilde{\mathbf X}^*_c` of the data
-(:meth:`~scorebayes.sbi.likelihood.LearnedLikelihoodScore.noisy_copies`). The chains start
+for each noisy copy $\tilde{\mathbf X}^*_c$ of the data
+([`noisy_copies()`][scorebayes.sbi.likelihood.LearnedLikelihoodScore.noisy_copies]). The chains start
 inside the box the score may be trusted in, optionally run whitened
-(:mod:`scorebayes.samplers.adaptation`), and their draws are checked: start memory, restarts,
+([`scorebayes.samplers.adaptation`][scorebayes.samplers.adaptation]), and their draws are checked: start memory, restarts,
 and draws at the edge of the trained region all warn.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ class ChainSettings(NamedTuple):
 
     @classmethod
     def from_arguments(cls, arguments: dict[str, Any]) -> ChainSettings:
-        """``sample``'s arguments checked and resolved into :class:`ChainSettings`."""
+        """``sample``'s arguments checked and resolved into [`ChainSettings`][scorebayes.sbi.sampling.ChainSettings]."""
         num_samples, init = arguments["num_samples"], arguments["init"]
         precondition, adapt_steps = arguments["precondition"], arguments["adapt_steps"]
         if num_samples < 1:
@@ -109,7 +111,7 @@ class DrawsSampler:
 
 
 def prior_score_graph(space: ParameterSpace, u: Tensor) -> Tensor:
-    """:math:`\\nabla_u\\log\\pi_u(u)` ``[C, d]``, keeping the graph (for the drift's Jacobian)."""
+    r"""$\nabla_u\log\pi_u(u)$ ``[C, d]``, keeping the graph (for the drift's Jacobian)."""
     with torch.enable_grad():
         leaf = u if u.requires_grad else u.detach().requires_grad_(True)
         lp = space.log_prob_unconstrained(leaf)
@@ -174,11 +176,11 @@ def stopping_rule(settings: ChainSettings, relax: float, tempering_steps: int, c
     (an explicit ``burn_in`` or ``thin``).
 
     ``target_ess="auto"`` asks for a quarter as many effective draws as draws returned (at least
-    100): the posterior means' Monte Carlo error is then at most :math:`2/\sqrt{N}` posterior SDs
+    100): the posterior means' Monte Carlo error is then at most $2/\sqrt{N}$ posterior SDs
     for ``N`` draws (0.045 for 2,000), far below the posterior's own spread. The first test comes
     after 10 relaxation times (at least 400 steps), at least 5 relaxation times (and 200 steps)
     are discarded, the R-hat limit is
-    :func:`~scorebayes.samplers.ess_stopping.rhat_limit`, and the run, tempering included, stays
+    `rhat_limit()`, and the run, tempering included, stays
     within ``max_steps``."""
     if settings.burn_in != "auto" or settings.thin != "auto":
         return None
@@ -278,7 +280,7 @@ def edge_fraction(likelihood: LearnedLikelihoodScore, u_draws: Tensor) -> float:
 def warn_about(runs: list[CopyRun], u_draws: Tensor, starts: Tensor, edge: float,
                names: list[str]) -> tuple[float, bool]:
     """Warn about chains that remember their starts, restarts, reflected starts and draws at the
-    edge; returns the largest start-memory :math:`R^2` (NaN if undefined) and whether the chains
+    edge; returns the largest start-memory $R^2$ (NaN if undefined) and whether the chains
     remember their starts."""
     memory = start_memory(starts.cpu().numpy(), u_draws[:, -1].cpu().numpy())
     remembered = remembers_start(memory)

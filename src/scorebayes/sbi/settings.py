@@ -1,12 +1,12 @@
 r"""Settings of the Langevin-SBI estimator, grouped by the stage they configure.
 
 Each group is a small frozen dataclass that checks its values when it is built, so a bad
-setting is refused before any simulation. :class:`~scorebayes.sbi.estimator.ScoreLangevin` takes
-one of each (defaults in its signature); :func:`group_options` maps the flat keyword names of the
+setting is refused before any simulation. [`ScoreLangevin`][scorebayes.sbi.estimator.ScoreLangevin] takes
+one of each (defaults in its signature); [`group_options()`][scorebayes.sbi.settings.group_options] maps the flat keyword names of the
 command line's ``[options]`` table (``num_simulations = 2000``, ``hidden = [64, 64]``, ...) onto
 them.
 
-Example:
+Examples:
     >>> Tables(num_simulations=500).num_simulations
     500
     >>> sorted(group_options({"hidden": (32,), "num_simulations": 500}))
@@ -49,16 +49,16 @@ class Localization:
     r"""Where the tables' parameters come from (Sec. 3.1 of Jiang, Wang and Yang, 2025).
 
     Arguments:
-        enabled: draw the tables from the localized proposal :math:`q` (minimum-distance
-            replicates, :func:`scorebayes.sbi.localization.minimum_distance.localize`) or, if ``False``, from the prior.
-        options: keyword arguments of :func:`scorebayes.sbi.localization.minimum_distance.localize`.
+        enabled: draw the tables from the localized proposal $q$ (minimum-distance
+            replicates, [`scorebayes.sbi.localization.minimum_distance.localize()`][scorebayes.sbi.localization.minimum_distance.localize]) or, if ``False``, from the prior.
+        options: keyword arguments of [`scorebayes.sbi.localization.minimum_distance.localize()`][scorebayes.sbi.localization.minimum_distance.localize].
         in_support: confine the localization to ``support_fn(x_obs)`` (needs ``support_fn``).
         support_fn: ``support_fn(x_obs [n, p]) -> (low [d], high [d])``, the admissible box of
-            :math:`\theta` given the data (a data-dependent support): the localization may be
+            $\theta$ given the data (a data-dependent support): the localization may be
             confined to it (``in_support``), and the chains are reflected into it.
-        inflation: factor on :math:`q`'s standard deviations; a proposal about twice the
-            localization spread keeps the :math:`s^\top\nabla\log q` noise of the loss down and
-            covers the posterior's tails (1.0 is the paper's :math:`q`).
+        inflation: factor on $q$'s standard deviations; a proposal about twice the
+            localization spread keeps the $s^\top\nabla\log q$ noise of the loss down and
+            covers the posterior's tails (1.0 is the paper's $q$).
     """
 
     enabled: bool = True
@@ -83,16 +83,16 @@ class Tables:
 
     Arguments:
         num_simulations: the whole simulation budget, localization, tables and the fit's check
-            included, in data sets of the observed size :math:`n` (a single-observation row costs
-            :math:`1/n`). ``None``: the default plan's own total (:mod:`scorebayes.sbi.budget`;
-            about 3,600 at :math:`n = 200`). The sizes below that are not given are scaled to it.
-        table_size: rows of the main table: :math:`N_S` single observations (mode ``"single"``,
-            default 20,000) or :math:`N` data sets (other modes, default 1,000).
-        num_groups, group_size: :math:`N_R` (default 500) and :math:`m_R` (default
-            :math:`\min(1000, \max(100, n))`) of :math:`\mathcal D^R` (single mode).
+            included, in data sets of the observed size $n$ (a single-observation row costs
+            $1/n$). ``None``: the default plan's own total (`scorebayes.sbi.budget`;
+            about 3,600 at $n = 200$). The sizes below that are not given are scaled to it.
+        table_size: rows of the main table: $N_S$ single observations (mode ``"single"``,
+            default 20,000) or $N$ data sets (other modes, default 1,000).
+        num_groups, group_size: $N_R$ (default 500) and $m_R$ (default
+            $\min(1000, \max(100, n))$) of $\mathcal D^R$ (single mode).
         antithetic: mirrored parameter pairs with common random numbers in the main table
-            (:mod:`scorebayes.sbi.antithetic`); ``None``: on in single mode only.
-        noise_sd, noise_draws: Gaussian data smoothing :math:`\sigma_\varepsilon` added to every
+            (`scorebayes.sbi.antithetic`); ``None``: on in single mode only.
+        noise_sd, noise_draws: Gaussian data smoothing $\sigma_\varepsilon$ added to every
             simulated and observed data point, and the number of noisy copies of the observed
             data the chains condition on.
     """
@@ -125,15 +125,15 @@ class Networks:
     Arguments:
         hidden, activation: hidden widths and activation of every MLP.
         score_views: ``d`` index lists into the network's data input: parameter ``j``'s score is a
-            network of its own that sees all of :math:`\theta` and only those inputs
-            (:class:`~scorebayes.scores.networks.CoordinateViewScoreNet`). ``None``: one network
+            network of its own that sees all of $\theta$ and only those inputs
+            (`CoordinateViewScoreNet`). ``None``: one network
             sees everything. Not in single mode (the debiasing net has no data view).
         tied_views: groups of exchangeable parameters whose view networks are one network.
         shared_embedding: width of one embedding of the whole data view appended to every view.
         data_features: ``data_features(view [..., p]) -> [..., k]`` summaries appended to the
             network's view of every data set (simulated and observed), row by row.
-        coordinates: ``"unconstrained"`` (networks take :math:`u`) or ``"constrained"`` (they take
-            :math:`\theta = T(u)`; outputs mapped to :math:`u` by the diagonal Jacobian).
+        coordinates: ``"unconstrained"`` (networks take $u$) or ``"constrained"`` (they take
+            $\theta = T(u)$; outputs mapped to $u$ by the diagonal Jacobian).
     """
 
     hidden: tuple[int, ...] = (64, 64)
@@ -184,7 +184,7 @@ class Networks:
         return self._in_coordinates(space, net, ConstrainedScoreNet)
 
     def mean_network(self, space: ParameterSpace, members: int) -> CrossFitMean:
-        """A fresh debiasing network :math:`h(u)`: ``members`` cross-fitted MLPs, averaged."""
+        """A fresh debiasing network $h(u)$: ``members`` cross-fitted MLPs, averaged."""
         return CrossFitMean([self._in_coordinates(space, MeanNet(space.dim, self.hidden, self.activation),
                                                   ConstrainedMeanNet) for _ in range(members)])
 
@@ -194,13 +194,13 @@ class Training:
     r"""Training of the score network and the debiasing network.
 
     Arguments:
-        schedule, mean_schedule: :class:`~scorebayes.scores.training.TrainingSchedule` of the score
-            and mean networks (``None``: :func:`default_schedule`).
-        curvature_penalties: :math:`\lambda_1` grid, chosen on validation.
-        mean_penalties: :math:`\lambda_2` grid of the debiasing network.
+        schedule, mean_schedule: [`TrainingSchedule`][scorebayes.scores.training.TrainingSchedule] of the score
+            and mean networks (``None``: [`default_schedule()`][scorebayes.sbi.settings.default_schedule]).
+        curvature_penalties: $\lambda_1$ grid, chosen on validation.
+        mean_penalties: $\lambda_2$ grid of the debiasing network.
         debias: ``"debias"`` (Algorithm 3), ``"a1"``, ``"a2"`` (App. B.5) or ``"none"``.
-        cross_fit: fit the debiasing network on each half of :math:`\mathcal D^R` and average.
-        weight_fn: :math:`g(\theta, X)` ``[B, d]``, a weight of the score-matching loss that
+        cross_fit: fit the debiasing network on each half of $\mathcal D^R$ and average.
+        weight_fn: $g(\theta, X)$ ``[B, d]``, a weight of the score-matching loss that
             vanishes on the boundary of a data-dependent support (eq. 19; not with the single
             mode's debiasing).
     """
@@ -226,7 +226,7 @@ class Training:
 
 @dataclass(frozen=True)
 class Simulation:
-    r"""How the simulations run (:func:`scorebayes.tables.simulate_table`).
+    r"""How the simulations run ([`scorebayes.tables.simulate_table()`][scorebayes.tables.simulate_table]).
 
     Arguments:
         executor: a ``concurrent.futures.Executor`` (process pool, Dask), or in-process.
@@ -260,10 +260,10 @@ PRESETS = ("default", "paper")
 
 def preset_options(preset: str, single: bool) -> dict[str, Any]:
     r"""The flat options of a preset: ``"default"`` (the dataclasses' defaults and the budget plan
-    of :mod:`scorebayes.sbi.budget`) or ``"paper"``, the settings of Jiang, Wang and Yang (2025):
-    100 localization replicates of 500 Adam steps, :math:`N_S` = 20,000 single observations and
-    :math:`N_R` = 2,000 groups (single mode) or :math:`N` = 2,000 data sets, up to 300 epochs (60 per
-    penalty, patience 40) and the penalty grids :math:`\{0, 10^{-3}, 10^{-1}\}`."""
+    of `scorebayes.sbi.budget`) or ``"paper"``, the settings of Jiang, Wang and Yang (2025):
+    100 localization replicates of 500 Adam steps, $N_S$ = 20,000 single observations and
+    $N_R$ = 2,000 groups (single mode) or $N$ = 2,000 data sets, up to 300 epochs (60 per
+    penalty, patience 40) and the penalty grids $\{0, 10^{-3}, 10^{-1}\}$."""
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
     if preset == "default":

@@ -1,21 +1,21 @@
 r"""Data views: what the score network sees of a data set.
 
 The learned likelihood score is a sum over *units* of the data,
-:math:`\nabla_u\log p(\mathbf X\mid u) \approx \sum_k s_\phi(u, v_k(\mathbf X))`, and the view
+$\nabla_u\log p(\mathbf X\mid u) \approx \sum_k s_\phi(u, v_k(\mathbf X))$, and the view
 says what a unit is:
 
-- :class:`SingleObservation` (mode ``"single"``, Algorithm 3) and :class:`IIDDataSet` (mode
+- [`SingleObservation`][scorebayes.sbi.views.SingleObservation] (mode ``"single"``, Algorithm 3) and [`IIDDataSet`][scorebayes.sbi.views.IIDDataSet] (mode
   ``"n"``, Algorithm 2): a unit is one i.i.d. observation, ``v_k = X_k``;
-- :class:`WholeDataSet` (mode ``"full"``): one unit, the flattened data set ``vec(X)``;
-- :class:`MarkovBlocks` (mode ``"markov"``, Remark 4): a unit is a transition
+- [`WholeDataSet`][scorebayes.sbi.views.WholeDataSet] (mode ``"full"``): one unit, the flattened data set ``vec(X)``;
+- [`MarkovBlocks`][scorebayes.sbi.views.MarkovBlocks] (mode ``"markov"``, Remark 4): a unit is a transition
   ``[X_{k-1}, X_k]``.
 
-:class:`WithFeatures` appends summaries of each unit (``data_features``) to any view.
+[`WithFeatures`][scorebayes.sbi.views.WithFeatures] appends summaries of each unit (``data_features``) to any view.
 
 Shapes: one data set ``x [n, p]`` -> ``[m, p_net]``; a table ``x [N, n, p]`` -> ``[N, m, p_net]``.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class WholeDataSet(DataView):
 
 
 class MarkovBlocks(DataView):
-    r"""Mode ``"markov"``: units are transitions :math:`[x_{k-1}, x_k]`, ``[n - 1, 2p]``."""
+    r"""Mode ``"markov"``: units are transitions $[x_{k-1}, x_k]$, ``[n - 1, 2p]``."""
 
     min_observations = 2
 

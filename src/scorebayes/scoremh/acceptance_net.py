@@ -1,17 +1,17 @@
-r"""The acceptance network :math:`a_\omega(x', x) \in (0, 1)`: probability of moving from ``x`` to ``x'``.
+r"""The acceptance network $a_\omega(x', x) \in (0, 1)$: probability of moving from ``x`` to ``x'``.
 
-Architecture (paper App. D): input :math:`[x', x]` (plus optional
-conditioning such as a noise level and a step size) :math:`\to` Linear to width ``h`` :math:`\to`
-residual blocks :math:`u \leftarrow u + \mathrm{GELU}(\mathrm{Linear}(u))` :math:`\to` Linear to a
-scalar logit :math:`\ell`. The head is a sigmoid, and :math:`\log a = \operatorname{logsigmoid}(\ell)`
+Architecture (paper App. D): input $[x', x]$ (plus optional
+conditioning such as a noise level and a step size) $\to$ Linear to width ``h`` $\to$
+residual blocks $u \leftarrow u + \mathrm{GELU}(\mathrm{Linear}(u))$ $\to$ Linear to a
+scalar logit $\ell$. The head is a sigmoid, and $\log a = \operatorname{logsigmoid}(\ell)$
 is computed stably. ``final_gelu=True`` reproduces the paper's literal "GELU then Sigmoid"
-head, :math:`a = \sigma(\mathrm{GELU}(\ell)) \ge \sigma(-0.17) \approx 0.458`, which cannot
+head, $a = \sigma(\mathrm{GELU}(\ell)) \ge \sigma(-0.17) \approx 0.458$, which cannot
 represent small acceptance probabilities (V.C3); it is off by default.
 
 References:
-    | Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025), App. D
-    | https://arxiv.org/abs/2501.00467
-    | Deep Residual Learning for Image Recognition (He et al., 2016), https://arxiv.org/abs/1512.03385
+    - Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025), App. D
+      <https://arxiv.org/abs/2501.00467>
+    - Deep Residual Learning for Image Recognition (He et al., 2016), <https://arxiv.org/abs/1512.03385>
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ __all__ = ["AcceptanceNet", "ResidualBlock"]
 
 
 class ResidualBlock(nn.Module):
-    """:math:`u + \\mathrm{GELU}(\\mathrm{Linear}(u))`, ``[..., h] -> [..., h]``."""
+    r"""$u + \mathrm{GELU}(\mathrm{Linear}(u))$, ``[..., h] -> [..., h]``."""
 
     def __init__(self, width: int):
         super().__init__()
@@ -35,7 +35,7 @@ class ResidualBlock(nn.Module):
 
 
 class AcceptanceNet(nn.Module):
-    r"""Acceptance network :math:`a_\omega(x_{to}, x_{from})`; the first slot is the destination.
+    r"""Acceptance network $a_\omega(x_{to}, x_{from})$; the first slot is the destination.
 
     Arguments:
         dim: data dimension ``d``.
@@ -72,7 +72,7 @@ class AcceptanceNet(nn.Module):
         return out.to(dtype)
 
     def log_accept(self, x_to: Tensor, x_from: Tensor, cond: Tensor | None = None) -> Tensor:
-        r""":math:`\log a(x_{to}, x_{from}) = \operatorname{logsigmoid}(\ell)`, ``[B]``."""
+        r"""$\log a(x_{to}, x_{from}) = \operatorname{logsigmoid}(\ell)$, ``[B]``."""
         return F.logsigmoid(self.logit(x_to, x_from, cond))
 
     def forward(self, x_to: Tensor, x_from: Tensor, cond: Tensor | None = None) -> Tensor:

@@ -2,20 +2,20 @@ r"""Targets of the score-based MH experiments: samplers, and densities/scores wh
 
 - 2-d/3-d toys (sampled only): moons, pinwheel (Algorithm 3 of the paper, ``K = 5``), s-curve,
   swiss roll (the scikit-learn generators with the paper's noise levels).
-- Gaussian mixture :math:`0.8\,\mathcal N((5,5), I) + 0.2\,\mathcal N((-5,-5), I)` (Fig. 1),
-  Gaussian :math:`\mathcal N(3, 2)` (Fig. 14, variance 2), GEV(:math:`\mu, \sigma, \xi`) (App. B):
+- Gaussian mixture $0.8\,\mathcal N((5,5), I) + 0.2\,\mathcal N((-5,-5), I)$ (Fig. 1),
+  Gaussian $\mathcal N(3, 2)$ (Fig. 14, variance 2), GEV($\mu, \sigma, \xi$) (App. B):
   samplers plus exact log-densities and scores.
 
-Pinwheel (Algorithm 3): labels :math:`y_i` uniform on :math:`\{0..K-1\}`, :math:`r_i\sim\mathcal N(1,\sigma_r^2)`,
-:math:`\delta_i\sim\mathcal N(0,\sigma_t^2)`, :math:`\phi_i = 2\pi y_i/K + \alpha r_i`, output
-:math:`(r_i\cos\phi_i + \delta_i, r_i\sin\phi_i + \delta_i)` (one shared :math:`\delta_i`).
+Pinwheel (Algorithm 3): labels $y_i$ uniform on $\{0..K-1\}$, $r_i\sim\mathcal N(1,\sigma_r^2)$,
+$\delta_i\sim\mathcal N(0,\sigma_t^2)$, $\phi_i = 2\pi y_i/K + \alpha r_i$, output
+$(r_i\cos\phi_i + \delta_i, r_i\sin\phi_i + \delta_i)$ (one shared $\delta_i$).
 ``variant="johnson"`` gives the usual pinwheel of Johnson et al. (2016).
 
 References:
-    | Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025), App. B and D
-    | https://arxiv.org/abs/2501.00467
-    | Composing graphical models with neural networks (Johnson et al., 2016)
-    | https://arxiv.org/abs/1603.06277
+    - Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025), App. B and D
+      <https://arxiv.org/abs/2501.00467>
+    - Composing graphical models with neural networks (Johnson et al., 2016)
+      <https://arxiv.org/abs/1603.06277>
 """
 
 from __future__ import annotations
@@ -82,10 +82,10 @@ TOY_DATASETS = ("moons", "pinwheel", "s-curve", "swiss-roll")
 
 
 class GaussianMixture:
-    r"""Isotropic Gaussian mixture :math:`\sum_k w_k \mathcal N(m_k, s^2 I)`.
+    r"""Isotropic Gaussian mixture $\sum_k w_k \mathcal N(m_k, s^2 I)$.
 
     Arguments:
-        means: ``[K, d]``; weights: ``[K]``; scale: common standard deviation :math:`s`.
+        means: ``[K, d]``; weights: ``[K]``; scale: common standard deviation $s$.
     """
 
     def __init__(self, means: Tensor, weights: Tensor, scale: float = 1.0):
@@ -96,7 +96,7 @@ class GaussianMixture:
 
     @classmethod
     def paper(cls) -> GaussianMixture:
-        """:math:`0.8\\,\\mathcal N((5,5), I) + 0.2\\,\\mathcal N((-5,-5), I)` (Fig. 1)."""
+        r"""$0.8\,\mathcal N((5,5), I) + 0.2\,\mathcal N((-5,-5), I)$ (Fig. 1)."""
         return cls(torch.tensor([[5.0, 5.0], [-5.0, -5.0]]), torch.tensor([0.8, 0.2]))
 
     def sample(self, num: int, *, generator: torch.Generator | None = None) -> Tensor:
@@ -110,11 +110,11 @@ class GaussianMixture:
         return self.weights.to(x).log() - 0.5 * (diff**2).sum(-1) / self.scale**2
 
     def log_prob(self, x: Tensor) -> Tensor:
-        """:math:`\\log p(x)` up to a constant, ``[C]``."""
+        r"""$\log p(x)$ up to a constant, ``[C]``."""
         return torch.logsumexp(self._component_logits(x), dim=-1)
 
     def score(self, x: Tensor) -> Tensor:
-        """:math:`\\nabla\\log p(x)` ``[C, d]`` (responsibility-weighted)."""
+        r"""$\nabla\log p(x)$ ``[C, d]`` (responsibility-weighted)."""
         resp = torch.softmax(self._component_logits(x), dim=-1)
         return (resp[:, :, None] * (self.means.to(x) - x[:, None, :])).sum(1) / self.scale**2
 
@@ -130,10 +130,10 @@ def gaussian_target(mean: float = 3.0, variance: float = 2.0) -> GaussianMixture
 
 
 class GEV:
-    r"""Generalised extreme value distribution GEV(:math:`\mu, \sigma, \xi`) on :math:`\mathbb R` (``[C, 1]``).
+    r"""Generalised extreme value distribution GEV($\mu, \sigma, \xi$) on $\mathbb R$ (``[C, 1]``).
 
-    With :math:`z = (x-\mu)/\sigma` and :math:`t = 1 + \xi z > 0`:
-    :math:`\log f = -\log\sigma - (1 + 1/\xi)\log t - t^{-1/\xi}` (Gumbel at :math:`\xi = 0`).
+    With $z = (x-\mu)/\sigma$ and $t = 1 + \xi z > 0$:
+    $\log f = -\log\sigma - (1 + 1/\xi)\log t - t^{-1/\xi}$ (Gumbel at $\xi = 0$).
     """
 
     def __init__(self, xi: float, loc: float = 0.0, scale: float = 1.0):
@@ -143,7 +143,7 @@ class GEV:
         return 1 + self.xi * (x - self.loc) / self.scale
 
     def in_support(self, x: Tensor) -> Tensor:
-        """``bool [C]``: :math:`1 + \\xi z > 0` for every coordinate."""
+        r"""``bool [C]``: $1 + \xi z > 0$ for every coordinate."""
         return (self._t(x) > 0).all(-1) if self.xi != 0 else torch.isfinite(x).all(-1)
 
     def log_prob(self, x: Tensor) -> Tensor:
@@ -159,7 +159,7 @@ class GEV:
         return (lp - math.log(self.scale)).sum(-1)
 
     def score(self, x: Tensor) -> Tensor:
-        """:math:`\\partial_x\\log f` ``[C, 1]`` (0 outside the support)."""
+        r"""$\partial_x\log f$ ``[C, 1]`` (0 outside the support)."""
         z = (x - self.loc) / self.scale
         if self.xi == 0:
             return (-1 + torch.exp(-z)) / self.scale
@@ -169,7 +169,7 @@ class GEV:
         return torch.where(t > 0, s, torch.zeros_like(s))
 
     def sample(self, num: int, *, generator: torch.Generator | None = None) -> Tensor:
-        """Draws ``[num, 1]`` by inversion: :math:`x = \\mu + \\sigma((-\\log U)^{-\\xi} - 1)/\\xi`."""
+        r"""Draws ``[num, 1]`` by inversion: $x = \mu + \sigma((-\log U)^{-\xi} - 1)/\xi$."""
         u = torch.rand(num, 1, generator=generator, dtype=torch.float64).clamp(1e-300, 1 - 1e-16)
         e = -u.log()
         z = -e.log() if self.xi == 0 else (e ** (-self.xi) - 1) / self.xi

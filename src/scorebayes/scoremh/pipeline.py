@@ -1,19 +1,19 @@
 r"""Score-based MH end to end: samples ``[N, d]`` -> score model -> acceptance -> MH chains.
 
-Chains run on the standardised coordinates of the score model, :math:`z = (x - m)/c`, where
-the score is :math:`\tilde s_z(z)` and step sizes are comparable across targets; draws are mapped
-back with :math:`x = m + c z` (a linear bijection, so the stationary law maps exactly).
+Chains run on the standardised coordinates of the score model, $z = (x - m)/c$, where
+the score is $\tilde s_z(z)$ and step sizes are comparable across targets; draws are mapped
+back with $x = m + c z$ (a linear bijection, so the stationary law maps exactly).
 
 Proposals (``proposal``): ``"rw"``, ``"mala"``, ``"pcn"``, or ``"ula"`` (a Langevin proposal
 with every move accepted). Acceptance rules (``acceptance``): ``"learned"`` (an
-:class:`~scorebayes.scoremh.acceptance_net.AcceptanceNet` trained by score balance matching),
+`AcceptanceNet` trained by score balance matching),
 ``"taylor"`` (Taylor-1 with averaging) or ``"quadrature"`` (Gauss-Lobatto path integral).
-Default step sizes on the standardised scale: RW :math:`\sigma = 0.1`,
-Langevin :math:`h = 0.005` (:math:`\varepsilon^2 = 2h = 0.01`), pCN :math:`\beta = 0.1`.
+Default step sizes on the standardised scale: RW $\sigma = 0.1$,
+Langevin $h = 0.005$ ($\varepsilon^2 = 2h = 0.01$), pCN $\beta = 0.1$.
 
 References:
-    | Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025)
-    | https://arxiv.org/abs/2501.00467
+    - Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025)
+      <https://arxiv.org/abs/2501.00467>
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ DEFAULT_STEP_SIZES = {"rw": 0.1, "mala": 0.005, "ula": 0.005, "pcn": 0.1}
 
 
 def make_proposal(name: str, score: Callable[[Tensor], Tensor], step_size: float | None = None) -> Any:
-    """The proposal object for ``name`` in :data:`PROPOSALS` (default step from :data:`DEFAULT_STEP_SIZES`)."""
+    """The proposal object for ``name`` in `PROPOSALS` (default step from `DEFAULT_STEP_SIZES`)."""
     if name not in PROPOSALS:
         raise ValueError(f"unknown proposal {name!r}; choose one of {PROPOSALS}")
     step = DEFAULT_STEP_SIZES[name] if step_size is None else step_size
@@ -71,7 +71,7 @@ def make_kernel(
     r"""An MH kernel for ``score`` and ``proposal`` with the named acceptance rule.
 
     ``"learned"`` trains an acceptance network on ``data [N, d]`` (same coordinates as the
-    chains) with :func:`~scorebayes.scoremh.sbm.train_acceptance`; the other rules need no training.
+    chains) with [`train_acceptance()`][scorebayes.scoremh.sbm.train_acceptance]; the other rules need no training.
 
     Returns:
         the kernel and ``{"acceptance_net": net or None, "history": training history}``.
@@ -123,12 +123,12 @@ def score_mh(
 
     Arguments:
         data: samples of the target ``[N, d]``.
-        score_model: ``"ism"``, ``"ssm"`` or ``"dsm"`` (:func:`~scorebayes.scoremh.score_matching.fit_score`).
-        proposal: one of :data:`PROPOSALS`; ``"ula"`` ignores ``acceptance``.
-        acceptance: one of :data:`ACCEPTANCES`.
-        step_size: on the standardised scale (default :data:`DEFAULT_STEP_SIZES`).
+        score_model: ``"ism"``, ``"ssm"`` or ``"dsm"`` ([`fit_score()`][scorebayes.scoremh.score_matching.fit_score]).
+        proposal: one of `PROPOSALS`; ``"ula"`` ignores ``acceptance``.
+        acceptance: one of `ACCEPTANCES`.
+        step_size: on the standardised scale (default `DEFAULT_STEP_SIZES`).
         chains, steps, keep: parallel chains, steps per chain, last draws kept per chain.
-        init: ``"normal"`` (:math:`\mathcal N(0, I)` on the standardised scale) or ``"data"``.
+        init: ``"normal"`` ($\mathcal N(0, I)$ on the standardised scale) or ``"data"``.
         score_hidden, score_epochs: score network width and training passes.
         acceptance_hidden, acceptance_epochs, lam, learned_form: acceptance network settings.
 

@@ -1,30 +1,31 @@
 r"""Score balance matching (SBM): learning an MH acceptance function from a score.
 
-Detailed balance :math:`a(x',x)/a(x,x') = p(x')q(x\mid x')/(p(x)q(x'\mid x))` holds iff the
-gradient (with respect to the stacked pair :math:`(x, x') \in \mathbb R^{2d}`) of its logarithm
+Detailed balance $a(x',x)/a(x,x') = p(x')q(x\mid x')/(p(x)q(x'\mid x))$ holds iff the
+gradient (with respect to the stacked pair $(x, x') \in \mathbb R^{2d}$) of its logarithm
 holds, which needs only scores. The loss (eq. 7, with the entropy term of eq. 10):
 
-.. math::
-    \mathcal L(a) = \mathbb E\big\|\nabla\log a(x',x) - \nabla\log a(x,x') - \nabla\log p(x')
-    + \nabla\log p(x) - \nabla\log q(x\mid x') + \nabla\log q(x'\mid x)\big\|^2
-    + \lambda\,\mathbb E[H(a(x',x))],
+$$
+\mathcal L(a) = \mathbb E\big\|\nabla\log a(x',x) - \nabla\log a(x,x') - \nabla\log p(x')
++ \nabla\log p(x) - \nabla\log q(x\mid x') + \nabla\log q(x'\mid x)\big\|^2
++ \lambda\,\mathbb E[H(a(x',x))],
+$$
 
-with :math:`H(a) = a\log a + (1-a)\log(1-a)` (negative binary entropy, minimised) and every
-gradient laid out as :math:`[\partial_x; \partial_{x'}]`:
-:math:`\nabla\log a(x,x')` differentiates the network with its slots *swapped*,
-:math:`\nabla\log p(x) = (\tilde s(x), 0)`, :math:`\nabla\log p(x') = (0, \tilde s(x'))`, and
-:math:`\nabla\log q(x\mid x') = (\partial_x\log q(x\mid x'), \partial_{x'}\log q(x\mid x'))`.
-All gradient blocks are clamped element-wise to :math:`[-C, C]` (Algorithm 1, V.C11).
+with $H(a) = a\log a + (1-a)\log(1-a)$ (negative binary entropy, minimised) and every
+gradient laid out as $[\partial_x; \partial_{x'}]$:
+$\nabla\log a(x,x')$ differentiates the network with its slots *swapped*,
+$\nabla\log p(x) = (\tilde s(x), 0)$, $\nabla\log p(x') = (0, \tilde s(x'))$, and
+$\nabla\log q(x\mid x') = (\partial_x\log q(x\mid x'), \partial_{x'}\log q(x\mid x'))$.
+All gradient blocks are clamped element-wise to $[-C, C]$ (Algorithm 1, V.C11).
 
 Training (Algorithm 2): step ``i`` draws data ``x`` and proposals
-:math:`x' = \alpha_i v' + (1-\alpha_i)\tilde x`, :math:`v'\sim q(\cdot\mid\tilde x)`, with
-:math:`\alpha_i` rising linearly from 0.1 to 1 over the first half of training (V.C2); pairing
-``"coupled"`` takes :math:`\tilde x = x` (the population loss (7) at :math:`\alpha = 1`),
-``"independent"`` draws :math:`\tilde x` as an independent batch (literal Algorithm 2; matched pairs).
+$x' = \alpha_i v' + (1-\alpha_i)\tilde x$, $v'\sim q(\cdot\mid\tilde x)$, with
+$\alpha_i$ rising linearly from 0.1 to 1 over the first half of training (V.C2); pairing
+``"coupled"`` takes $\tilde x = x$ (the population loss (7) at $\alpha = 1$),
+``"independent"`` draws $\tilde x$ as an independent batch (literal Algorithm 2; matched pairs).
 
 References:
-    | Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025), eqs. (7), (10), (11), Alg. 1-2
-    | https://arxiv.org/abs/2501.00467
+    - Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025), eqs. (7), (10), (11), Alg. 1-2
+      <https://arxiv.org/abs/2501.00467>
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ LogAccept = Callable[[Tensor, Tensor], Tensor]
 
 
 def negative_entropy(log_a: Tensor, eps: float = 1e-6) -> Tensor:
-    r""":math:`H(a) = a\log a + (1-a)\log(1-a)` with :math:`a` clamped to :math:`[\epsilon, 1-\epsilon]`; ``[B]``."""
+    r"""$H(a) = a\log a + (1-a)\log(1-a)$ with $a$ clamped to $[\epsilon, 1-\epsilon]$; ``[B]``."""
     a = log_a.exp().clamp(eps, 1 - eps)
     return a * a.log() + (1 - a) * torch.log1p(-a)
 
@@ -72,14 +73,14 @@ def sbm_residual(
     clip: float | None = 10.0,
     create_graph: bool = True,
 ) -> tuple[Tensor, Tensor]:
-    r"""The vector inside the norm of (7), ``[B, 2d]``, and :math:`\log a(x', x)` ``[B]``.
+    r"""The vector inside the norm of (7), ``[B, 2d]``, and $\log a(x', x)$ ``[B]``.
 
     Arguments:
         log_accept: ``(x_to [B, d], x_from [B, d]) -> [B]``, differentiable in both inputs.
         x, x_prop: pairs ``[B, d]`` (current state and proposal).
-        score: :math:`\tilde s`, ``[B, d] -> [B, d]`` (treated as fixed).
+        score: $\tilde s$, ``[B, d] -> [B, d]`` (treated as fixed).
         proposal: object with ``grads(x_to, x_from) -> (d_from, d_to)``.
-        clip: element-wise clamp threshold :math:`C` (``None``: no clipping).
+        clip: element-wise clamp threshold $C$ (``None``: no clipping).
         create_graph: keep the graph for training the acceptance network.
     """
     x = x.detach().requires_grad_(True)
@@ -115,10 +116,10 @@ def sbm_loss(
     eps: float = 1e-6,
     create_graph: bool = True,
 ) -> tuple[Tensor, dict[str, float]]:
-    r"""Empirical loss (11): :math:`\frac1B\sum_i l_i + \frac\lambda B\sum_i h_i` (scalar) and its parts.
+    r"""Empirical loss (11): $\frac1B\sum_i l_i + \frac\lambda B\sum_i h_i$ (scalar) and its parts.
 
-    Arguments: as :func:`sbm_residual`, plus ``lam`` (:math:`\lambda`) and ``eps`` (clamp of
-    :math:`a` in the entropy term, which acts on the forward direction :math:`a(x', x)` only).
+    Arguments: as [`sbm_residual()`][scorebayes.scoremh.sbm.sbm_residual], plus ``lam`` ($\lambda$) and ``eps`` (clamp of
+    $a$ in the entropy term, which acts on the forward direction $a(x', x)$ only).
 
     Returns:
         ``(loss, {"balance": float, "entropy": float, "mean_acceptance": float})``.
@@ -134,7 +135,7 @@ def sbm_loss(
 
 def alpha_schedule(n_epochs: int, start: float = 0.1, end: float = 1.0,
                    warmup_fraction: float = 0.5) -> list[float]:
-    r""":math:`\alpha_i`: linear from ``start`` to ``end`` over the first ``warmup_fraction``, then ``end``."""
+    r"""$\alpha_i$: linear from ``start`` to ``end`` over the first ``warmup_fraction``, then ``end``."""
     warm = max(1, int(round(warmup_fraction * n_epochs)))
     return [start + (end - start) * min(i / max(warm - 1, 1), 1.0) if i < warm else end
             for i in range(n_epochs)]
@@ -143,7 +144,7 @@ def alpha_schedule(n_epochs: int, start: float = 0.1, end: float = 1.0,
 def training_pairs(data: Tensor, batch_size: int, proposal: Any, alpha: float, *,
                    pairing: str = "coupled",
                    generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
-    r"""One batch of pairs ``(x [B, d], x' [B, d])`` with :math:`x' = \alpha v' + (1-\alpha)\tilde x`."""
+    r"""One batch of pairs ``(x [B, d], x' [B, d])`` with $x' = \alpha v' + (1-\alpha)\tilde x$."""
     if pairing not in PAIRINGS:
         raise ValueError(f"pairing must be one of {PAIRINGS}, got {pairing!r}")
     n = data.shape[0]
@@ -180,9 +181,9 @@ def train_acceptance(
         data: samples of the target ``[N, d]`` (in the coordinates the kernel will use).
         score, proposal: the score model and the proposal the kernel will use.
         n_epochs: training steps (the paper's "epochs": one batch each, Algorithm 2).
-        batch_size, lr, lam, clip: batch size, Adam learning rate, :math:`\lambda`, :math:`C`.
+        batch_size, lr, lam, clip: batch size, Adam learning rate, $\lambda$, $C$.
         pairing: ``"coupled"`` or ``"independent"`` (V.C2).
-        alpha_start, warmup_fraction: the :math:`\alpha` schedule (:func:`alpha_schedule`).
+        alpha_start, warmup_fraction: the $\alpha$ schedule ([`alpha_schedule()`][scorebayes.scoremh.sbm.alpha_schedule]).
 
     Returns:
         per-step history ``[{"alpha", "loss", "balance", "entropy", "mean_acceptance"}, ...]``.

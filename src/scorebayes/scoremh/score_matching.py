@@ -1,26 +1,26 @@
 r"""Score matching of a target known through samples: the fits.
 
-The losses are those of :mod:`scorebayes.scores.losses` (re-exported here). On (standardised) samples :math:`z \sim p`, for a score model :math:`s`:
+The losses are those of `scorebayes.scores.losses` (re-exported here). On (standardised) samples $z \sim p$, for a score model $s$:
 
-- implicit (ISM, exact trace): :math:`\mathbb E[\tfrac12\|s(z)\|^2 + \operatorname{tr}\nabla_z s(z)]`,
+- implicit (ISM, exact trace): $\mathbb E[\tfrac12\|s(z)\|^2 + \operatorname{tr}\nabla_z s(z)]$,
   the trace by ``d`` exact backward passes (cheap for small ``d``);
-- sliced (SSM, variance-reduced): :math:`\mathbb E_{z, v\sim\mathcal N(0,I)}[\tfrac12\|s(z)\|^2 + v^\top\nabla_z s(z)\,v]`;
-- denoising (DSM): :math:`\mathbb E\|s(z + \sigma\epsilon) + \epsilon/\sigma\|^2`, whose minimiser is the
-  score of :math:`p_\sigma = p * \mathcal N(0,\sigma^2 I)`;
-- noise-conditional DSM: the same over levels :math:`\sigma` drawn uniformly from a list, weighted by
-  :math:`\sigma^2`, i.e. :math:`\mathbb E\|\sigma s(\tilde z, \sigma) + \epsilon\|^2`.
+- sliced (SSM, variance-reduced): $\mathbb E_{z, v\sim\mathcal N(0,I)}[\tfrac12\|s(z)\|^2 + v^\top\nabla_z s(z)\,v]$;
+- denoising (DSM): $\mathbb E\|s(z + \sigma\epsilon) + \epsilon/\sigma\|^2$, whose minimiser is the
+  score of $p_\sigma = p * \mathcal N(0,\sigma^2 I)$;
+- noise-conditional DSM: the same over levels $\sigma$ drawn uniformly from a list, weighted by
+  $\sigma^2$, i.e. $\mathbb E\|\sigma s(\tilde z, \sigma) + \epsilon\|^2$.
 
-:func:`fit_score` / :func:`fit_noise_conditional_score` record the data's mean and standard
+[`fit_score()`][scorebayes.scoremh.score_matching.fit_score] / [`fit_noise_conditional_score()`][scorebayes.scoremh.score_matching.fit_noise_conditional_score] record the data's mean and standard
 deviation in the returned model (``standardize=True``), so the model's ``forward`` returns the
 score in the original coordinates.
 
 References:
-    | Estimation of non-normalized statistical models by score matching (Hyvarinen, 2005)
-    | https://jmlr.org/papers/v6/hyvarinen05a.html
-    | Sliced Score Matching (Song et al., 2019), https://arxiv.org/abs/1905.07088
-    | A Connection Between Score Matching and Denoising Autoencoders (Vincent, 2011)
-    | Generative Modeling by Estimating Gradients of the Data Distribution (Song & Ermon, 2019)
-    | https://arxiv.org/abs/1907.05600
+    - Estimation of non-normalized statistical models by score matching (Hyvarinen, 2005)
+      <https://jmlr.org/papers/v6/hyvarinen05a.html>
+    - Sliced Score Matching (Song et al., 2019), <https://arxiv.org/abs/1905.07088>
+    - A Connection Between Score Matching and Denoising Autoencoders (Vincent, 2011)
+    - Generative Modeling by Estimating Gradients of the Data Distribution (Song & Ermon, 2019)
+      <https://arxiv.org/abs/1907.05600>
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def fit_score(
     generator: torch.Generator | None = None,
     progress: bool = False,
 ) -> ScoreNet:
-    r"""Fit a :class:`ScoreNet` to samples ``data [N, d]`` by ISM, SSM or DSM.
+    r"""Fit a `ScoreNet` to samples ``data [N, d]`` by ISM, SSM or DSM.
 
     Arguments:
         data: samples of the target ``[N, d]``.
@@ -106,7 +106,7 @@ def fit_score(
         hidden, num_hidden: network width and depth.
         epochs: passes over the data; batch_size, lr: Adam settings (the learning rate decays
             along a cosine to 5% of ``lr``).
-        noise_std: DSM noise :math:`\sigma` in standardised units.
+        noise_std: DSM noise $\sigma$ in standardised units.
         standardize: record and undo the data's mean and standard deviation.
         generator: random source (initialisation is drawn under a forked global RNG seeded from it).
 
@@ -146,7 +146,7 @@ def fit_noise_conditional_score(
     generator: torch.Generator | None = None,
     progress: bool = False,
 ) -> NoiseConditionalScoreNet:
-    r"""Fit a :class:`NoiseConditionalScoreNet` on ``data [N, d]`` by DSM over ``sigmas [L]``.
+    r"""Fit a `NoiseConditionalScoreNet` on ``data [N, d]`` by DSM over ``sigmas [L]``.
 
     ``sigmas`` are in standardised units when ``standardize=True``.
     """

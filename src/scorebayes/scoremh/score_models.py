@@ -1,19 +1,19 @@
 r"""Score networks for a target known through samples, with recorded standardisation.
 
-The network works on standardised coordinates :math:`z = (x - m)/c` (``m``, ``c`` are buffers
+The network works on standardised coordinates $z = (x - m)/c$ (``m``, ``c`` are buffers
 recorded from the training data, or 0 and 1); the score in the original space is undone
-by the chain rule, :math:`\nabla_x\log p(x) = \tilde s_z(z) / c`. The layers and the
-standardiser are those of the likelihood-score networks (:mod:`scorebayes.scores.layers`).
+by the chain rule, $\nabla_x\log p(x) = \tilde s_z(z) / c$. The layers and the
+standardiser are those of the likelihood-score networks (`scorebayes.scores.layers`).
 
-- :class:`ScoreNet`: MLP :math:`d \to h \to h \to d` with Softplus (paper App. D; depth configurable).
-- :class:`NoiseConditionalScoreNet`: :math:`\tilde s(x, \sigma) = \mathrm{MLP}([z, \log\sigma])/\sigma`
-  (the :math:`1/\sigma` output scaling of Song & Ermon), for annealed sampling.
+- `ScoreNet`: MLP $d \to h \to h \to d$ with Softplus (paper App. D; depth configurable).
+- `NoiseConditionalScoreNet`: $\tilde s(x, \sigma) = \mathrm{MLP}([z, \log\sigma])/\sigma$
+  (the $1/\sigma$ output scaling of Song & Ermon), for annealed sampling.
 
 References:
-    | Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025), App. D
-    | https://arxiv.org/abs/2501.00467
-    | Improved Techniques for Training Score-Based Generative Models (Song & Ermon, 2020)
-    | https://arxiv.org/abs/2006.09011
+    - Score-Based Metropolis-Hastings Algorithms (Aloui et al., 2025), App. D
+      <https://arxiv.org/abs/2501.00467>
+    - Improved Techniques for Training Score-Based Generative Models (Song & Ermon, 2020)
+      <https://arxiv.org/abs/2006.09011>
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ __all__ = ["ScoreNet", "NoiseConditionalScoreNet", "softplus_mlp"]
 
 def softplus_mlp(d_in: int, d_out: int, hidden: int, num_hidden: int = 2) -> nn.Sequential:
     """``d_in -> hidden (x num_hidden, Softplus) -> d_out`` (no output activation):
-    :func:`scorebayes.scores.layers.mlp` with widths ``(d_in, hidden, ..., hidden, d_out)``."""
+    `scorebayes.scores.layers.mlp()` with widths ``(d_in, hidden, ..., hidden, d_out)``."""
     return mlp([d_in, *[hidden] * num_hidden, d_out], nn.Softplus)
 
 
@@ -41,7 +41,7 @@ def _renamed_buffers(state: dict, prefix: str, *args) -> None:
 
 class _Standardised(nn.Module):
     """Holds the recorded standardisation ``loc [d]``, ``scale [d]`` (a
-    :class:`~scorebayes.scores.layers.Standardiser`, ``norm``)."""
+    `Standardiser`, ``norm``)."""
 
     def __init__(self, dim: int, loc: Tensor | None, scale: Tensor | None):
         super().__init__()
@@ -50,25 +50,25 @@ class _Standardised(nn.Module):
 
     @property
     def loc(self) -> Tensor:
-        """:math:`m`, ``[d]``."""
+        """$m$, ``[d]``."""
         return self.norm.shift
 
     @property
     def scale(self) -> Tensor:
-        """:math:`c`, ``[d]``."""
+        """$c$, ``[d]``."""
         return self.norm.scale
 
     def standardize(self, x: Tensor) -> Tensor:
-        """:math:`z = (x - m)/c`, ``[..., d]`` (in ``x``'s dtype)."""
+        """$z = (x - m)/c$, ``[..., d]`` (in ``x``'s dtype)."""
         return (x - self.loc.to(x)) / self.scale.to(x)
 
     def unstandardize(self, z: Tensor) -> Tensor:
-        """:math:`x = m + c z`, ``[..., d]``."""
+        """$x = m + c z$, ``[..., d]``."""
         return self.loc.to(z) + self.scale.to(z) * z
 
 
 class ScoreNet(_Standardised):
-    r"""Score model :math:`\tilde s(x) \approx \nabla\log p(x)`, ``[..., d] -> [..., d]``.
+    r"""Score model $\tilde s(x) \approx \nabla\log p(x)$, ``[..., d] -> [..., d]``.
 
     Arguments:
         dim: data dimension ``d``.
@@ -84,19 +84,19 @@ class ScoreNet(_Standardised):
         self.net = softplus_mlp(dim, dim, hidden, num_hidden)
 
     def score_standardized(self, z: Tensor) -> Tensor:
-        r""":math:`\nabla_z\log p_z(z)` on standardised coordinates ``[..., d]``."""
+        r"""$\nabla_z\log p_z(z)$ on standardised coordinates ``[..., d]``."""
         dtype = z.dtype
         return self.net(z.to(self.scale.dtype)).to(dtype)
 
     def forward(self, x: Tensor) -> Tensor:
-        r""":math:`\tilde s(x) = \tilde s_z((x-m)/c)/c`, ``[..., d]``."""
+        r"""$\tilde s(x) = \tilde s_z((x-m)/c)/c$, ``[..., d]``."""
         return self.score_standardized(self.standardize(x)) / self.scale.to(x)
 
 
 class NoiseConditionalScoreNet(_Standardised):
-    r"""Noise-conditional score :math:`\tilde s(x, \sigma) \approx \nabla\log p_\sigma(x)`.
+    r"""Noise-conditional score $\tilde s(x, \sigma) \approx \nabla\log p_\sigma(x)$.
 
-    :math:`p_\sigma = p * \mathcal N(0, \sigma^2 I)` on standardised coordinates; ``sigma`` is a
+    $p_\sigma = p * \mathcal N(0, \sigma^2 I)$ on standardised coordinates; ``sigma`` is a
     float or a tensor ``[...]`` broadcasting over the batch.
 
     Arguments:

@@ -1,27 +1,27 @@
-r"""Networks that live in the constrained parameter :math:`\theta` but answer in :math:`u`.
+r"""Networks that live in the constrained parameter $\theta$ but answer in $u$.
 
-The sampler and the score-matching losses work in the unconstrained :math:`u`, with
-:math:`\theta = T(u)` (``ParameterSpace``: logit of a prior box, log of a positive rate). A
-network in :math:`u` must learn the Jacobian of :math:`T` along with the likelihood. Near a box
-face that factor decays exponentially (:math:`\partial\theta/\partial u \approx \theta - a`
-as :math:`\theta \to a`), and a network fitted where the table is dense extrapolates it badly
+The sampler and the score-matching losses work in the unconstrained $u$, with
+$\theta = T(u)$ (``ParameterSpace``: logit of a prior box, log of a positive rate). A
+network in $u$ must learn the Jacobian of $T$ along with the likelihood. Near a box
+face that factor decays exponentially ($\partial\theta/\partial u \approx \theta - a$
+as $\theta \to a$), and a network fitted where the table is dense extrapolates it badly
 into the tails where boundary posteriors sit.
 
-These wrappers put the network in :math:`\theta` and apply the chain rule exactly, for
-elementwise transforms (diagonal :math:`J = \partial\theta/\partial u`):
+These wrappers put the network in $\theta$ and apply the chain rule exactly, for
+elementwise transforms (diagonal $J = \partial\theta/\partial u$):
 
-.. math::
+$$
+s_u(u, x) = J(u) \odot s^\theta_\phi(T(u), x), \qquad
+h_u(u) = J(u) \odot h^\theta_\psi(T(u)).
+$$
 
-    s_u(u, x) = J(u) \odot s^\theta_\phi(T(u), x), \qquad
-    h_u(u) = J(u) \odot h^\theta_\psi(T(u)).
-
-The losses are unchanged (they differentiate through :math:`J` and :math:`T` by autograd), so
-score matching, the curvature penalty and debiasing keep their meaning in :math:`u`. Measured on
+The losses are unchanged (they differentiate through $J$ and $T$ by autograd), so
+score matching, the curvature penalty and debiasing keep their meaning in $u$. Measured on
 the monotone regression (11 parameters, most increments at the
-:math:`\theta_k = 0` face): at exact posterior draws the debiased score's squared error fell from
+$\theta_k = 0$ face): at exact posterior draws the debiased score's squared error fell from
 2.0e7 to 4.7e5 (true score's squared norm 5.9e5) at the same table size.
 
-Reference: the paper's networks take :math:`\theta` itself (Jiang, Wang, Yang, App. C.2);
+Reference: the paper's networks take $\theta$ itself (Jiang, Wang, Yang, App. C.2);
 ``ScoreLangevin(network_coordinates="constrained")``.
 """
 
@@ -36,11 +36,11 @@ __all__ = ["ConstrainedScoreNet", "ConstrainedMeanNet", "check_elementwise", "th
 
 
 def theta_and_jacobian(space: ParameterSpace, u: Tensor) -> tuple[Tensor, Tensor]:
-    r""":math:`\theta = T(u)` and the diagonal :math:`\partial\theta_k/\partial u_k`, both ``[*, d]``.
+    r"""$\theta = T(u)$ and the diagonal $\partial\theta_k/\partial u_k$, both ``[*, d]``.
 
-    Differentiable in ``u`` (the losses take :math:`\nabla_u` of scores built from them). Only
+    Differentiable in ``u`` (the losses take $\nabla_u$ of scores built from them). Only
     elementwise transforms have a diagonal Jacobian: checked by
-    :meth:`ParameterSpace.is_elementwise` when the wrapper is built."""
+    [`ParameterSpace.is_elementwise()`][scorebayes.priors.ParameterSpace.is_elementwise] when the wrapper is built."""
     with torch.enable_grad():
         leaf = not u.requires_grad
         v = u.detach().requires_grad_(True) if leaf else u
@@ -60,11 +60,11 @@ def check_elementwise(space: ParameterSpace) -> None:
 
 
 class ConstrainedScoreNet(nn.Module):
-    r"""Per-observation score in :math:`u` from a network in :math:`\theta`.
+    r"""Per-observation score in $u$ from a network in $\theta$.
 
     Arguments:
         space: the ``ParameterSpace`` of the prior (elementwise transform).
-        inner: a :class:`~scorebayes.scores.networks.ScoreNet` taking :math:`\theta`.
+        inner: a `ScoreNet` taking $\theta$.
 
     ``forward(u [*, d], x [*, p]) -> [*, d]``; ``sum_over_observations(u [C, d], x [n, p]) -> [C, d]``.
     """
@@ -87,16 +87,18 @@ class ConstrainedScoreNet(nn.Module):
         return jac * self.inner.sum_over_observations(theta, x, **kwargs)
 
     def score_and_jacobian(self, u: Tensor, x: Tensor) -> tuple[Tensor, Tensor] | None:
-        r"""Scores in :math:`u` and their summed :math:`u`-Jacobian, by the chain rule on the inner
-        network's forward mode (:meth:`ScoreNet.score_and_jacobian`):
+        r"""Scores in $u$ and their summed $u$-Jacobian, by the chain rule on the inner
+        network's forward mode (`ScoreNet.score_and_jacobian()`):
 
-        .. math:: \frac{\partial s_{u,j}}{\partial u_l} = J_j J_l
-                  \frac{\partial s^\theta_j}{\partial\theta_l} + \delta_{jl} J'_j s^\theta_j,
-                  \qquad J'_j = \partial^2\theta_j / \partial u_j^2 .
+        $$
+        \frac{\partial s_{u,j}}{\partial u_l} = J_j J_l
+        \frac{\partial s^\theta_j}{\partial\theta_l} + \delta_{jl} J'_j s^\theta_j,
+        \qquad J'_j = \partial^2\theta_j / \partial u_j^2 .
+        $$
 
         ``u [B, d]``, ``x [B, m, p]`` -> ``(s [B, m, d], J [B, d, d])``, or ``None`` when the inner
         network has no forward mode (the caller then uses autograd). Without it, training
-        differentiated through :math:`T` with ``d`` double-backward passes.
+        differentiated through $T$ with ``d`` double-backward passes.
         """
         inner = getattr(self.inner, "score_and_jacobian", None)
         if inner is None:
@@ -112,7 +114,7 @@ class ConstrainedScoreNet(nn.Module):
 
 
 def _theta_jacobian_curvature(space: ParameterSpace, u: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    r""":math:`\theta = T(u)`, :math:`T'(u)` and :math:`T''(u)` elementwise, ``[B, d]`` each,
+    r"""$\theta = T(u)$, $T'(u)$ and $T''(u)$ elementwise, ``[B, d]`` each,
     as constants (no graph to ``u``: score matching differentiates in the network's weights)."""
     with torch.enable_grad():
         v = u.detach().requires_grad_(True)
@@ -128,9 +130,9 @@ def _theta_jacobian_curvature(space: ParameterSpace, u: Tensor) -> tuple[Tensor,
 
 
 class ConstrainedMeanNet(nn.Module):
-    r"""Debiasing mean :math:`h_u(u) = J(u) \odot h^\theta_\psi(T(u))` (``forward(u [*, d]) -> [*, d]``).
+    r"""Debiasing mean $h_u(u) = J(u) \odot h^\theta_\psi(T(u))$ (``forward(u [*, d]) -> [*, d]``).
 
-    The regression targets (mean scores in :math:`u`) are divided by :math:`J` for the inner
+    The regression targets (mean scores in $u$) are divided by $J$ for the inner
     network's output standardisation."""
 
     def __init__(self, space: ParameterSpace, inner: nn.Module):

@@ -1,17 +1,19 @@
 r"""Building blocks of the score networks: activations, multilayer perceptrons, a standardiser.
 
-An MLP of widths :math:`(w_0, \dots, w_L)` alternates affine maps and an activation
-:math:`\sigma`, with none after the last map:
+An MLP of widths $(w_0, \dots, w_L)$ alternates affine maps and an activation
+$\sigma$, with none after the last map:
 
-.. math:: f(v) = A_L\,\sigma(A_{L-1} \cdots \sigma(A_1 v)), \qquad A_l(h) = W_l h + b_l .
+$$
+f(v) = A_L\,\sigma(A_{L-1} \cdots \sigma(A_1 v)), \qquad A_l(h) = W_l h + b_l .
+$$
 
-Inputs are standardised per column, :math:`z = (v - m)/c`. :meth:`Standardiser.fit` uses
-robust statistics of a training table (median :math:`m`, :math:`c = \mathrm{IQR}/1.349`),
+Inputs are standardised per column, $z = (v - m)/c$. `Standardiser.fit()` uses
+robust statistics of a training table (median $m$, $c = \mathrm{IQR}/1.349$),
 which keep heavy-tailed simulator outputs (the M/G/1 queue's inter-departure times) on a
 usable scale; a mean and standard deviation recorded elsewhere can be given instead.
 
-Forward-mode Jacobians (:meth:`~scorebayes.scores.networks.ScoreNet.score_and_jacobian`) need
-:math:`\sigma'`, which :func:`activation_derivative` gives for the activations with a closed form.
+Forward-mode Jacobians (`score_and_jacobian()`) need
+$\sigma'$, which `activation_derivative()` gives for the activations with a closed form.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {
 
 
 def activation_class(name: str | type[nn.Module]) -> type[nn.Module]:
-    """The activation class named ``name`` (a key of :data:`ACTIVATIONS`), or ``name`` itself."""
+    """The activation class named ``name`` (a key of `ACTIVATIONS`), or ``name`` itself."""
     if isinstance(name, str):
         if name.lower() not in ACTIVATIONS:
             raise ValueError(f"unknown activation {name!r}; choose one of {sorted(ACTIVATIONS)}")
@@ -46,8 +48,8 @@ def mlp(widths: Sequence[int], activation: str | type[nn.Module]) -> nn.Sequenti
     r"""``Linear(w_0, w_1), act, Linear(w_1, w_2), ..., Linear(w_{L-1}, w_L)``: ``[*, w_0] -> [*, w_L]``.
 
     Arguments:
-        widths: :math:`(w_0, \dots, w_L)`, at least two (two: one affine map, no activation).
-        activation: a key of :data:`ACTIVATIONS` or an ``nn.Module`` class (a fresh one per layer).
+        widths: $(w_0, \dots, w_L)$, at least two (two: one affine map, no activation).
+        activation: a key of `ACTIVATIONS` or an ``nn.Module`` class (a fresh one per layer).
     """
     if len(widths) < 2:
         raise ValueError(f"an MLP needs at least an input and an output width, got {list(widths)}")
@@ -60,7 +62,7 @@ def mlp(widths: Sequence[int], activation: str | type[nn.Module]) -> nn.Sequenti
 
 
 class Standardiser(nn.Module):
-    """``(value - shift) / scale`` per column, ``[*, dim] -> [*, dim]``; :meth:`fit` sets
+    """``(value - shift) / scale`` per column, ``[*, dim] -> [*, dim]``; `fit()` sets
     ``shift`` to the median and ``scale`` to IQR / 1.349 of a table ``[*, dim]``, or both are
     given (e.g. a mean and standard deviation recorded elsewhere).
 
@@ -83,7 +85,7 @@ class Standardiser(nn.Module):
 
     def fit(self, data: Tensor, pools: Sequence[Sequence[int]] = ()) -> None:
         """``pools``: groups of columns given one shift and scale, from their values pooled (the
-        inputs of networks shared by several coordinates, :class:`CoordinateViewScoreNet`)."""
+        inputs of networks shared by several coordinates, `CoordinateViewScoreNet`)."""
         data = data.reshape(-1, data.shape[-1])
         if len(data) < 2:  # nothing to estimate a spread from
             if len(data):

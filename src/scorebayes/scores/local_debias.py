@@ -3,47 +3,53 @@ r"""Local linear refinement of the debiasing network around the posterior.
 The single-model posterior score (Algorithm 3) subtracts the debiasing network from every
 observation's score,
 
-.. math:: \nabla_u\log\pi_n(u\mid\mathbf X^*) \approx \sum_{i=1}^n\big[s_\phi(u, X^*_i) - h_\psi(u)\big]
-          + \nabla_u\log\pi_u(u),
+$$
+\nabla_u\log\pi_n(u\mid\mathbf X^*) \approx \sum_{i=1}^n\big[s_\phi(u, X^*_i) - h_\psi(u)\big]
++ \nabla_u\log\pi_u(u),
+$$
 
-so an error :math:`\delta(u) = h_\psi(u) - \mathbb E_{p_u}[s_\phi(u, X)]` enters the posterior
-score **n times**, against a posterior score noise of order :math:`\sqrt n\,\mathrm{sd}(s)`. The
-network must therefore be accurate to :math:`\mathrm{sd}(s)/\sqrt n` where the posterior lives; a
+so an error $\delta(u) = h_\psi(u) - \mathbb E_{p_u}[s_\phi(u, X)]$ enters the posterior
+score **n times**, against a posterior score noise of order $\sqrt n\,\mathrm{sd}(s)$. The
+network must therefore be accurate to $\mathrm{sd}(s)/\sqrt n$ where the posterior lives; a
 regression fitted over the whole proposal rarely is. On M/G/1 (n = 500) the fitted network put
 the debiased score at the truth up to 5 SDs (of the summed score over data sets) off, while a
 Monte Carlo mean of the same score network left it within 0.3 SD.
 
-Refinement: draw groups :math:`u_l\sim\mathcal N(c, \mathrm{diag}(r^2))` from a Gaussian fitted
-to current posterior draws (``r`` = posterior SD times an inflation), simulate :math:`m` observations
+Refinement: draw groups $u_l\sim\mathcal N(c, \mathrm{diag}(r^2))$ from a Gaussian fitted
+to current posterior draws (``r`` = posterior SD times an inflation), simulate $m$ observations
 per group, and fit the residual group means by least squares,
 
-.. math:: \bar s_l - h_\psi(u_l) \approx a + B(u_l - c), \qquad
-          h'(u) = h_\psi(u) + a + B(u - c).
+$$
+\bar s_l - h_\psi(u_l) \approx a + B(u_l - c), \qquad
+h'(u) = h_\psi(u) + a + B(u - c).
+$$
 
-The intercept's error is about :math:`\mathrm{sd}(s)/\sqrt{mN}` and the slope's, relative to the
-Fisher information, about :math:`\sqrt n/(2\sqrt{mN})` for ``r`` twice the posterior SD, so a
-table of :math:`mN = 2\times10^5` observations suffices for n = 500, where a global network
-needs the paper's :math:`5\times10^6`.
+The intercept's error is about $\mathrm{sd}(s)/\sqrt{mN}$ and the slope's, relative to the
+Fisher information, about $\sqrt n/(2\sqrt{mN})$ for ``r`` twice the posterior SD, so a
+table of $mN = 2\times10^5$ observations suffices for n = 500, where a global network
+needs the paper's $5\times10^6$.
 
-Kernel refit without new simulations (:func:`fit_kernel_correction`): the groups of
-:math:`\mathcal D^R` already simulated, weighted by their closeness to the posterior in
-:math:`\theta = T(u)`, and a correction linear in :math:`\theta`,
+Kernel refit without new simulations (`fit_kernel_correction()`): the groups of
+$\mathcal D^R$ already simulated, weighted by their closeness to the posterior in
+$\theta = T(u)$, and a correction linear in $\theta$,
 
-.. math:: r_l = \frac{\bar s_l - h_\psi(u_l)}{J(u_l)} \approx a + B(\theta_l - c), \qquad
-          w_l = \exp\!\Big(-\tfrac12\,\|L^{-1}(\theta_l - c)\|^2/b^2\Big), \qquad
-          h'(u) = h_\psi(u) + J(u)\odot\big(a + B(T(u) - c)\big),
+$$
+r_l = \frac{\bar s_l - h_\psi(u_l)}{J(u_l)} \approx a + B(\theta_l - c), \qquad
+w_l = \exp\!\Big(-\tfrac12\,\|L^{-1}(\theta_l - c)\|^2/b^2\Big), \qquad
+h'(u) = h_\psi(u) + J(u)\odot\big(a + B(T(u) - c)\big),
+$$
 
-with :math:`c, LL^\top` the posterior draws' mean and covariance in :math:`\theta`, :math:`J` the
-diagonal of :math:`\partial\theta/\partial u` and bandwidth :math:`b` in posterior SDs. On the
+with $c, LL^\top$ the posterior draws' mean and covariance in $\theta$, $J$ the
+diagonal of $\partial\theta/\partial u$ and bandwidth $b$ in posterior SDs. On the
 monotone regression the paper-scale network's error
-:math:`\mathbb E_x[s_\phi] - h_\psi` is smooth in :math:`\theta` where the posterior lives but
-not in the logit coordinates :math:`u`, whose posterior has exponential tails: a fit linear in
-:math:`u` over the same groups left 3-4x the error of one linear in :math:`\theta`
+$\mathbb E_x[s_\phi] - h_\psi$ is smooth in $\theta$ where the posterior lives but
+not in the logit coordinates $u$, whose posterior has exponential tails: a fit linear in
+$u$ over the same groups left 3-4x the error of one linear in $\theta$
 (1.3 against 0.35 whitened units at exact posterior draws).
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
-    | https://arxiv.org/abs/2509.03853 (Algorithm 3, eq. 25)
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+      <https://arxiv.org/abs/2509.03853> (Algorithm 3, eq. 25)
 """
 
 from __future__ import annotations
@@ -57,12 +63,12 @@ __all__ = ["LocalLinearCorrection", "ThetaLinearCorrection", "fit_kernel_correct
 
 
 class LocalLinearCorrection(nn.Module):
-    r""":math:`h'(u) = h(u) + a + B(u - c)`, ``forward(u [*, d]) -> [*, d]``.
+    r"""$h'(u) = h(u) + a + B(u - c)$, ``forward(u [*, d]) -> [*, d]``.
 
     Arguments:
-        base: the debiasing network :math:`h` (any ``u [*, d] -> [*, d]`` module).
-        intercept: :math:`a` ``[d]``; slope: :math:`B` ``[d, d]`` (``B[j, k] = da_j / du_k``);
-        center: :math:`c` ``[d]``.
+        base: the debiasing network $h$ (any ``u [*, d] -> [*, d]`` module).
+        intercept: $a$ ``[d]``; slope: $B$ ``[d, d]`` (``B[j, k] = da_j / du_k``);
+        center: $c$ ``[d]``.
     """
 
     def __init__(self, base: nn.Module, intercept: Tensor, slope: Tensor, center: Tensor):
@@ -78,11 +84,11 @@ class LocalLinearCorrection(nn.Module):
 
 
 def fit_local_correction(u: Tensor, residual_means: Tensor, center: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    r"""Least-squares :math:`a, B` of :math:`r_l \approx a + B(u_l - c)`.
+    r"""Least-squares $a, B$ of $r_l \approx a + B(u_l - c)$.
 
     Arguments:
-        u: group parameters ``[N, d]``; residual_means: :math:`\bar s_l - h(u_l)` ``[N, d]``;
-        center: :math:`c` ``[d]``.
+        u: group parameters ``[N, d]``; residual_means: $\bar s_l - h(u_l)$ ``[N, d]``;
+        center: $c$ ``[d]``.
 
     Returns:
         ``(intercept [d], slope [d, d], residual_sd [d])`` in float64.
@@ -100,16 +106,16 @@ def fit_local_correction(u: Tensor, residual_means: Tensor, center: Tensor) -> t
 
 
 class ThetaLinearCorrection(nn.Module):
-    r""":math:`h'(u) = h(u) + J(u)\odot(a + B(T(u) - c))`, ``forward(u [*, d]) -> [*, d]``.
+    r"""$h'(u) = h(u) + J(u)\odot(a + B(T(u) - c))$, ``forward(u [*, d]) -> [*, d]``.
 
-    A correction linear in :math:`\theta = T(u)`, pushed to ``u`` by the diagonal Jacobian
-    :math:`J = \partial\theta/\partial u` (elementwise transforms only).
+    A correction linear in $\theta = T(u)$, pushed to ``u`` by the diagonal Jacobian
+    $J = \partial\theta/\partial u$ (elementwise transforms only).
 
     Arguments:
-        base: the debiasing network :math:`h` (``u [*, d] -> [*, d]``).
-        space: the :class:`~scorebayes.priors.ParameterSpace` with :math:`T`.
-        intercept: :math:`a` ``[d]``; slope: :math:`B` ``[d, d]``; center: :math:`c` ``[d]``
-        (all in :math:`\theta` units).
+        base: the debiasing network $h$ (``u [*, d] -> [*, d]``).
+        space: the [`ParameterSpace`][scorebayes.priors.ParameterSpace] with $T$.
+        intercept: $a$ ``[d]``; slope: $B$ ``[d, d]``; center: $c$ ``[d]``
+        (all in $\theta$ units).
     """
 
     def __init__(self, base: nn.Module, space, intercept: Tensor, slope: Tensor, center: Tensor):
@@ -127,16 +133,16 @@ class ThetaLinearCorrection(nn.Module):
 
 def fit_kernel_correction(theta: Tensor, residual: Tensor, center: Tensor, scale_tril: Tensor,
                           bandwidth: float) -> tuple[Tensor, Tensor, Tensor, float]:
-    r"""Kernel-weighted least squares :math:`r_l \approx a + B(\theta_l - c)`.
+    r"""Kernel-weighted least squares $r_l \approx a + B(\theta_l - c)$.
 
     Arguments:
-        theta: group parameters ``[N, d]``; residual: :math:`r_l` ``[N, d]``;
-        center: :math:`c` ``[d]``; scale_tril: :math:`L` ``[d, d]`` (lower Cholesky factor of the
-        posterior covariance); bandwidth: :math:`b` in posterior SDs (> 0).
+        theta: group parameters ``[N, d]``; residual: $r_l$ ``[N, d]``;
+        center: $c$ ``[d]``; scale_tril: $L$ ``[d, d]`` (lower Cholesky factor of the
+        posterior covariance); bandwidth: $b$ in posterior SDs (> 0).
 
     Returns:
         ``(intercept [d], slope [d, d], residual_sd [d], effective_groups)``, float64;
-        ``effective_groups`` is Kish's :math:`(\sum w)^2/\sum w^2`.
+        ``effective_groups`` is Kish's $(\sum w)^2/\sum w^2$.
     """
     theta, r, c = theta.double(), residual.double(), center.double()
     num, d = theta.shape

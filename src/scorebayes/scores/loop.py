@@ -1,17 +1,19 @@
 r"""The minibatch training loop of every network in the library.
 
-For epochs :math:`e = 1, \dots, E` the loop draws the epoch's minibatches :math:`B_{e,1},
-B_{e,2}, \dots` (by default a random permutation of the training rows, split into chunks of
-``batch_size``), takes one optimiser step on the loss :math:`\hat L(\phi; B_{e,k})` of each,
+For epochs $e = 1, \dots, E$ the loop draws the epoch's minibatches $B_{e,1},
+B_{e,2}, \dots$ (by default a random permutation of the training rows, split into chunks of
+``batch_size``), takes one optimiser step on the loss $\hat L(\phi; B_{e,k})$ of each,
 steps the learning-rate schedule once, and evaluates the validation loss
-:math:`V_e = V(\phi_e)`. Epoch :math:`e` improves on the best epoch so far when
+$V_e = V(\phi_e)$. Epoch $e$ improves on the best epoch so far when
 
-.. math:: V_e < V^\star - \tau\,|V^\star|, \qquad V^\star = \min_{e' < e} V_{e'}
+$$
+V_e < V^\star - \tau\,|V^\star|, \qquad V^\star = \min_{e' < e} V_{e'}
+$$
 
-(always, while :math:`V^\star` is not finite); training stops after ``patience`` epochs in a
+(always, while $V^\star$ is not finite); training stops after ``patience`` epochs in a
 row without improvement, and the state of the best epoch is restored.
 
-Inside a :func:`checkpointing` block every call of :func:`train_loop` is one *phase*, named
+Inside a [`checkpointing()`][scorebayes.scores.training.checkpointing] block every call of `train_loop()` is one *phase*, named
 ``<prefix>/phase<k>`` in the order the phases start. After each epoch the phase saves the
 network, the optimiser, the learning-rate schedule, the state of ``generator`` and the
 early-stopping state to the run store; a later call in a block of the same prefix loads the
@@ -19,8 +21,8 @@ checkpoint and continues from the next epoch, so an interrupted fit ends with bi
 weights.
 
 References:
-    | Early Stopping - But When? (Prechelt, 1998)
-    | https://doi.org/10.1007/3-540-49430-8_3
+    - Early Stopping - But When? (Prechelt, 1998)
+      <https://doi.org/10.1007/3-540-49430-8_3>
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ Scheduler = Callable[[torch.optim.Optimizer, int], Any]
 
 @dataclass(frozen=True)
 class LoopSchedule:
-    r"""How long and how fast :func:`train_loop` trains.
+    r"""How long and how fast `train_loop()` trains.
 
     Arguments:
         epochs: the most epochs to run (``0``: no step, the starting state is returned).
@@ -54,7 +56,7 @@ class LoopSchedule:
             ``final`` over ``epochs`` (one factor per epoch).
         patience: stop after this many epochs in a row without improvement of the validation
             loss; ``None``: run every epoch.
-        tolerance: the relative improvement :math:`\tau` an epoch needs to count as better.
+        tolerance: the relative improvement $\tau$ an epoch needs to count as better.
     """
 
     epochs: int
@@ -86,7 +88,7 @@ class LoopSchedule:
 
 
 class LoopResult(NamedTuple):
-    """What :func:`train_loop` did: ``best`` validation loss (``nan`` without validation), the
+    """What `train_loop()` did: ``best`` validation loss (``nan`` without validation), the
     ``best_epoch`` (1-based; 0: the starting state), the ``epochs`` run, the validation loss
     per epoch (``history``) and the mean training loss per epoch (``losses``)."""
 
@@ -116,7 +118,7 @@ _CHECKPOINTS: contextvars.ContextVar[_Checkpoints | None] = contextvars.ContextV
 def checkpointing(store: Any, prefix: str) -> Iterator[None]:
     """Inside this block every training phase saves a checkpoint after each epoch (network,
     optimiser and learning-rate state, the ``generator`` state, early-stopping state) to
-    ``store`` (a :class:`~scorebayes.store.RunStore`) and resumes from it when one exists,
+    ``store`` (a [`RunStore`][scorebayes.store.RunStore]) and resumes from it when one exists,
     so that an interrupted fit continues to bit-identical weights. ``store=None``: no-op."""
     token = _CHECKPOINTS.set(_Checkpoints(store, prefix) if store is not None else None)
     try:
@@ -210,27 +212,27 @@ def train_loop(
             best state and the checkpoints keep.
         loss: ``loss(batch) -> Tensor`` (0-d), or an iterable of the loss's additive parts, each
             backpropagated before the next is built (the gradients add up). A non-finite loss
-            raises :class:`FloatingPointError`.
+            raises `FloatingPointError`.
         data: the training rows ``[N, ...]`` (data, or row indices into a table), shuffled by
-            :func:`shuffled_minibatches` each epoch; or ``data(epoch) -> minibatches``, for
+            `shuffled_minibatches()` each epoch; or ``data(epoch) -> minibatches``, for
             losses that draw their own batches.
         schedule: epochs, batch size, learning rate, patience and tolerance.
         validate: the validation loss of the current state, ``validate() -> float``; or validation
             rows, whose loss is ``loss(rows)`` in ``eval`` mode; ``None``: no validation, no early
             stopping, the last state is kept.
         optimiser: ``optimiser(parameters, lr=lr) -> Optimizer`` (e.g. ``torch.optim.AdamW`` with
-            its weight decay bound by :func:`functools.partial`).
+            its weight decay bound by `functools.partial()`).
         scheduler: ``scheduler(optimiser, epochs)``, stepped once per epoch, for a constant
             ``schedule.lr`` (a pair brings its own exponential decay).
         generator: every draw of the default minibatches; its state is checkpointed.
         keep_initial: the starting state is a candidate for the best state (its validation loss
             is computed first); ``False``: the best state is one trained here.
-        checkpoint: take part in an active :func:`checkpointing` block (one phase).
+        checkpoint: take part in an active [`checkpointing()`][scorebayes.scores.training.checkpointing] block (one phase).
         progress, desc: show a progress bar of the epochs, labelled ``desc``.
         bar: an open bar to advance by one per epoch instead (several phases on one bar).
 
     Returns:
-        :class:`LoopResult`.
+        `LoopResult`.
     """
     if schedule.patience is not None and validate is None:
         raise ValueError("early stopping (patience) needs a validation loss: give validate")

@@ -1,45 +1,53 @@
 r"""Score-matching losses, curvature penalties and the debiasing regression loss.
 
-For a table of parameters :math:`\theta^{(k)} \sim p_{\text{train}}` (the prior, or the
-localized proposal :math:`q`) with :math:`m` simulated observations each, write the
-summed score :math:`S_k = \sum_{i=1}^m s_\phi(\theta^{(k)}, X^{(k)}_i)` and its Jacobian
-:math:`J_k = \nabla_\theta S_k` (``J[j, l] = dS_j / dtheta_l``).
+For a table of parameters $\theta^{(k)} \sim p_{\text{train}}$ (the prior, or the
+localized proposal $q$) with $m$ simulated observations each, write the
+summed score $S_k = \sum_{i=1}^m s_\phi(\theta^{(k)}, X^{(k)}_i)$ and its Jacobian
+$J_k = \nabla_\theta S_k$ (``J[j, l] = dS_j / dtheta_l``).
 
-Implicit score matching (eq. 4; eq. 23 with the :math:`1/n` scaling):
+Implicit score matching (eq. 4; eq. 23 with the $1/n$ scaling):
 
-.. math:: \ell_k = \tfrac12\|S_k\|^2 + S_k^\top\nabla_\theta\log p_{\text{train}}(\theta^{(k)}) + \operatorname{tr} J_k .
+$$
+\ell_k = \tfrac12\|S_k\|^2 + S_k^\top\nabla_\theta\log p_{\text{train}}(\theta^{(k)}) + \operatorname{tr} J_k .
+$$
 
-Weighted score matching for data-dependent supports (eq. 19), with :math:`g \ge 0`
+Weighted score matching for data-dependent supports (eq. 19), with $g \ge 0$
 vanishing on the boundary:
 
-.. math:: \tfrac12\|S\odot g^{1/2}\|^2 + (S\odot g)^\top\nabla\log p + \sum_j (\partial_j S_j\, g_j + S_j\,\partial_j g_j).
+$$
+\tfrac12\|S\odot g^{1/2}\|^2 + (S\odot g)^\top\nabla\log p + \sum_j (\partial_j S_j\, g_j + S_j\,\partial_j g_j).
+$$
 
 Curvature penalty (information identity, eqs. 23-24), a squared norm of a *within-θ
 average*:
 
-.. math:: C_k = \Big\| \frac1m \sum_i \big[s_i s_i^\top + \nabla_\theta s_i\big] \Big\|_F^2 .
+$$
+C_k = \Big\| \frac1m \sum_i \big[s_i s_i^\top + \nabla_\theta s_i\big] \Big\|_F^2 .
+$$
 
-Debiasing regression (eq. 25) for :math:`h_\psi` with targets :math:`\bar s_l`:
+Debiasing regression (eq. 25) for $h_\psi$ with targets $\bar s_l$:
 
-.. math:: \|h - \bar s\|^2 + \lambda_2 \|h h^\top - \nabla h - \bar s h^\top - h \bar s^\top\|_F^2,
+$$
+\|h - \bar s\|^2 + \lambda_2 \|h h^\top - \nabla h - \bar s h^\top - h \bar s^\top\|_F^2,
+$$
 
-or App. B.5 alternative 1: :math:`\lambda_2\|h h^\top + \nabla h\|_F^2`.
+or App. B.5 alternative 1: $\lambda_2\|h h^\top + \nabla h\|_F^2$.
 
-For a target known through samples :math:`z_b \sim p` (score-based Metropolis-Hastings) the same
-implicit objective without a base density, :func:`ism_loss`, and its sliced (:func:`ssm_loss`)
-and denoising (:func:`dsm_loss`, :func:`noise_conditional_dsm_loss`) variants fit :math:`s \approx
-\nabla\log p`.
+For a target known through samples $z_b \sim p$ (score-based Metropolis-Hastings) the same
+implicit objective without a base density, [`ism_loss()`][scorebayes.scoremh.score_matching.ism_loss], and its sliced ([`ssm_loss()`][scorebayes.scoremh.score_matching.ssm_loss])
+and denoising ([`dsm_loss()`][scorebayes.scoremh.score_matching.dsm_loss], [`noise_conditional_dsm_loss()`][scorebayes.scoremh.score_matching.noise_conditional_dsm_loss]) variants fit $s \approx
+\nabla\log p$.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
-    | https://arxiv.org/abs/2509.03853 (Algorithms 2-3, eqs. 4, 19, 23-25, App. B.5)
-    | Generalized score matching for non-negative data (Yu et al., 2019)
-    | Estimation of non-normalized statistical models by score matching (Hyvarinen, 2005)
-    | https://jmlr.org/papers/v6/hyvarinen05a.html
-    | Sliced Score Matching (Song et al., 2019), https://arxiv.org/abs/1905.07088
-    | A Connection Between Score Matching and Denoising Autoencoders (Vincent, 2011)
-    | Generative Modeling by Estimating Gradients of the Data Distribution (Song and Ermon, 2019)
-    | https://arxiv.org/abs/1907.05600
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+      <https://arxiv.org/abs/2509.03853> (Algorithms 2-3, eqs. 4, 19, 23-25, App. B.5)
+    - Generalized score matching for non-negative data (Yu et al., 2019)
+    - Estimation of non-normalized statistical models by score matching (Hyvarinen, 2005)
+      <https://jmlr.org/papers/v6/hyvarinen05a.html>
+    - Sliced Score Matching (Song et al., 2019), <https://arxiv.org/abs/1905.07088>
+    - A Connection Between Score Matching and Denoising Autoencoders (Vincent, 2011)
+    - Generative Modeling by Estimating Gradients of the Data Distribution (Song and Ermon, 2019)
+      <https://arxiv.org/abs/1907.05600>
 """
 
 from __future__ import annotations
@@ -73,7 +81,7 @@ class ScoreEvaluation(NamedTuple):
 
 
 def jacobian(output: Tensor, theta: Tensor, *, create_graph: bool = True) -> Tensor:
-    r"""Rows of :math:`\partial\,\text{output}_j / \partial\theta`, ``[B, d] -> [B, d, d]``.
+    r"""Rows of $\partial\,\text{output}_j / \partial\theta$, ``[B, d] -> [B, d, d]``.
 
     ``theta`` is the leaf the output was computed from (``requires_grad``); rows that do
     not depend on ``theta`` come back as zeros. One backward pass per output coordinate.
@@ -87,7 +95,7 @@ def jacobian(output: Tensor, theta: Tensor, *, create_graph: bool = True) -> Ten
 
 
 def evaluate_score(net: nn.Module, theta: Tensor, x: Tensor, *, create_graph: bool = True) -> ScoreEvaluation:
-    r"""Evaluate :math:`s_\phi` on ``m`` observations per parameter, with the summed Jacobian.
+    r"""Evaluate $s_\phi$ on ``m`` observations per parameter, with the summed Jacobian.
 
     Arguments:
         net: ``net(theta [*, d], x [*, p]) -> [*, d]``.
@@ -95,7 +103,7 @@ def evaluate_score(net: nn.Module, theta: Tensor, x: Tensor, *, create_graph: bo
         x: ``[B, m, p]``.
         create_graph: keep the graph of the Jacobian (training); ``False`` returns values only.
 
-    A net with a forward-mode ``score_and_jacobian`` (:class:`~scorebayes.scores.networks.ScoreNet`
+    A net with a forward-mode ``score_and_jacobian`` (`ScoreNet`
     with a closed-form activation) is evaluated by it: the same values, and one backward pass
     instead of a double one in training. Other nets use ``d`` autograd backward passes.
     """
@@ -116,10 +124,10 @@ def implicit_score_matching(total: Tensor, jac: Tensor, grad_log_p: Tensor | Non
     r"""Per-row implicit score-matching objective ``[B]`` (eq. 4).
 
     Arguments:
-        total: :math:`S` ``[B, d]``; jac: :math:`\nabla_\theta S` ``[B, d, d]``;
-        grad_log_p: :math:`\nabla\log p_{\text{train}}(\theta)` ``[B, d]``; ``None`` for the
+        total: $S$ ``[B, d]``; jac: $\nabla_\theta S$ ``[B, d, d]``;
+        grad_log_p: $\nabla\log p_{\text{train}}(\theta)$ ``[B, d]``; ``None`` for the
             score of the density the rows are drawn from (Hyvarinen's objective
-            :math:`\tfrac12\|S\|^2 + \operatorname{tr} J`, as in :func:`ism_loss`).
+            $\tfrac12\|S\|^2 + \operatorname{tr} J$, as in [`ism_loss()`][scorebayes.scoremh.score_matching.ism_loss]).
     """
     trace = torch.diagonal(jac, dim1=-2, dim2=-1).sum(-1)
     if grad_log_p is None:
@@ -132,8 +140,8 @@ def weighted_score_matching(total: Tensor, jac: Tensor, grad_log_p: Tensor,
     r"""Per-row weighted implicit score matching ``[B]`` (eq. 19).
 
     Arguments:
-        weight: :math:`g(\theta, X)` ``[B, d]``, non-negative, zero on the boundary.
-        weight_diag_grad: :math:`\partial g_j / \partial\theta_j` ``[B, d]``.
+        weight: $g(\theta, X)$ ``[B, d]``, non-negative, zero on the boundary.
+        weight_diag_grad: $\partial g_j / \partial\theta_j$ ``[B, d]``.
     """
     diag = torch.diagonal(jac, dim1=-2, dim2=-1)
     return (0.5 * total**2 * weight + total * weight * grad_log_p
@@ -141,10 +149,10 @@ def weighted_score_matching(total: Tensor, jac: Tensor, grad_log_p: Tensor,
 
 
 def curvature_penalty(per_observation: Tensor, jac_sum: Tensor) -> Tensor:
-    r"""Per-group :math:`\|\frac1m\sum_i (s_i s_i^\top + \nabla s_i)\|_F^2`, ``[B]``.
+    r"""Per-group $\|\frac1m\sum_i (s_i s_i^\top + \nabla s_i)\|_F^2$, ``[B]``.
 
     Arguments:
-        per_observation: ``[B, m, d]``; jac_sum: :math:`\sum_i \nabla_\theta s_i` ``[B, d, d]``.
+        per_observation: ``[B, m, d]``; jac_sum: $\sum_i \nabla_\theta s_i$ ``[B, d, d]``.
     """
     m = per_observation.shape[1]
     outer = torch.einsum("bmi,bmj->bij", per_observation, per_observation)
@@ -156,7 +164,7 @@ def mean_regression_loss(h: Tensor, h_jac: Tensor, s_bar: Tensor, penalty: float
     r"""Debiasing regression loss (eq. 25) per row, returned as (regression [B], penalty [B]).
 
     Arguments:
-        h: :math:`h_\psi(\theta)` ``[B, d]``; h_jac: :math:`\nabla_\theta h` ``[B, d, d]``;
+        h: $h_\psi(\theta)$ ``[B, d]``; h_jac: $\nabla_\theta h$ ``[B, d, d]``;
         s_bar: group means of the frozen score ``[B, d]``;
         alternative: ``"debias"`` (Algorithm 3) or ``"a1"`` (App. B.5 alternative 1).
     """
@@ -175,7 +183,7 @@ def mean_regression_loss(h: Tensor, h_jac: Tensor, s_bar: Tensor, penalty: float
 
 def weight_and_diagonal_gradient(weight_fn: Callable[[Tensor, Tensor], Tensor], theta: Tensor,
                                  x: Tensor) -> tuple[Tensor, Tensor]:
-    r""":math:`g(\theta, X)` ``[B, d]`` and :math:`\partial g_j/\partial\theta_j` ``[B, d]`` by autograd."""
+    r"""$g(\theta, X)$ ``[B, d]`` and $\partial g_j/\partial\theta_j$ ``[B, d]`` by autograd."""
     with torch.enable_grad():
         leaf = theta.detach().requires_grad_(True)
         g = weight_fn(leaf, x)
@@ -185,8 +193,8 @@ def weight_and_diagonal_gradient(weight_fn: Callable[[Tensor, Tensor], Tensor], 
 
 def ism_loss(score: Callable[[Tensor], Tensor], z: Tensor) -> Tensor:
     r"""Implicit score matching of samples ``z [B, d]`` with the exact trace, a scalar:
-    :math:`\frac1B\sum_b [\tfrac12\|s(z_b)\|^2 + \operatorname{tr}\nabla_z s(z_b)]`
-    (:func:`implicit_score_matching` without a base density; ``d`` backward passes)."""
+    $\frac1B\sum_b [\tfrac12\|s(z_b)\|^2 + \operatorname{tr}\nabla_z s(z_b)]$
+    (`implicit_score_matching()` without a base density; ``d`` backward passes)."""
     z = z.detach().requires_grad_(True)
     s = score(z)
     return implicit_score_matching(s, jacobian(s, z), None).mean()
@@ -194,8 +202,8 @@ def ism_loss(score: Callable[[Tensor], Tensor], z: Tensor) -> Tensor:
 
 def ssm_loss(score: Callable[[Tensor], Tensor], z: Tensor, *,
              generator: torch.Generator | None = None) -> Tensor:
-    r"""Sliced score matching (variance-reduced, one projection :math:`v \sim \mathcal N(0, I)` per
-    point): :math:`\frac1B\sum_b [\tfrac12\|s(z_b)\|^2 + v_b^\top\nabla_z s(z_b)\,v_b]`; scalar."""
+    r"""Sliced score matching (variance-reduced, one projection $v \sim \mathcal N(0, I)$ per
+    point): $\frac1B\sum_b [\tfrac12\|s(z_b)\|^2 + v_b^\top\nabla_z s(z_b)\,v_b]$; scalar."""
     z = z.detach().requires_grad_(True)
     s = score(z)
     v = torch.randn(z.shape, generator=generator, dtype=z.dtype, device=z.device)
@@ -205,8 +213,8 @@ def ssm_loss(score: Callable[[Tensor], Tensor], z: Tensor, *,
 
 def dsm_loss(score: Callable[[Tensor], Tensor], z: Tensor, sigma: float, *,
              generator: torch.Generator | None = None) -> Tensor:
-    r"""Denoising score matching at noise ``sigma``, scaled by :math:`\sigma^2`:
-    :math:`\frac1B\sum_b \|\sigma s(z_b + \sigma\epsilon_b) + \epsilon_b\|^2`; scalar."""
+    r"""Denoising score matching at noise ``sigma``, scaled by $\sigma^2$:
+    $\frac1B\sum_b \|\sigma s(z_b + \sigma\epsilon_b) + \epsilon_b\|^2$; scalar."""
     eps = torch.randn(z.shape, generator=generator, dtype=z.dtype, device=z.device)
     s = score(z + sigma * eps)
     return ((sigma * s + eps) ** 2).sum(-1).mean()
@@ -214,7 +222,7 @@ def dsm_loss(score: Callable[[Tensor], Tensor], z: Tensor, sigma: float, *,
 
 def noise_conditional_dsm_loss(score: Callable[[Tensor, Tensor], Tensor], z: Tensor,
                                sigmas: Tensor, *, generator: torch.Generator | None = None) -> Tensor:
-    r"""DSM over levels drawn uniformly from ``sigmas [L]``, weighted by :math:`\sigma^2`; scalar.
+    r"""DSM over levels drawn uniformly from ``sigmas [L]``, weighted by $\sigma^2$; scalar.
     ``score(z [B, d], sigma [B]) -> [B, d]``."""
     idx = torch.randint(0, len(sigmas), (z.shape[0],), generator=generator)
     sigma = sigmas.to(z)[idx]

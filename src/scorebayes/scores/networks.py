@@ -1,17 +1,17 @@
-r"""Score networks :math:`s_\phi(\theta, x)` and the mean-regression network :math:`h_\psi(\theta)`.
+r"""Score networks $s_\phi(\theta, x)$ and the mean-regression network $h_\psi(\theta)$.
 
 One architecture serves every structure of Jiang, Wang and Yang (2025):
 
-- single-observation / n-model: :math:`s_\phi(\theta, X_i)` with ``x [*, p]``; the full-data
-  score is the additive :math:`\sum_i s_\phi(\theta, X_i)` (Remark 3);
+- single-observation / n-model: $s_\phi(\theta, X_i)$ with ``x [*, p]``; the full-data
+  score is the additive $\sum_i s_\phi(\theta, X_i)$ (Remark 3);
 - full-data network on summary statistics: ``x = vec(S)`` (no additivity);
-- Markov blockwise score :math:`s(\theta, x_{i-1}, x_i)`: ``x = [x_{i-1}, x_i]`` (Remark 4).
+- Markov blockwise score $s(\theta, x_{i-1}, x_i)$: ``x = [x_{i-1}, x_i]`` (Remark 4).
 
-:class:`~scorebayes.scores.views.CoordinateViewScoreNet` (beyond the paper) gives each parameter its own small network
-and its own view of the data, :math:`s_j(\theta, x) = f_j(\theta, x_{V_j})`. Implicit score
+`CoordinateViewScoreNet` (beyond the paper) gives each parameter its own small network
+and its own view of the data, $s_j(\theta, x) = f_j(\theta, x_{V_j})$. Implicit score
 matching separates over coordinates, so this is a restricted function class, not a new loss;
 it helps when a parameter's information sits in a few known inputs (the epidemic's floor
-rates in their own floor's column of :math:`S`), which one wide network fails to pick out.
+rates in their own floor's column of $S$), which one wide network fails to pick out.
 
 Inputs are standardised with robust statistics of the training table (median and
 IQR / 1.349; buffers, saved with the state dict) and the output is divided by the parameter
@@ -20,13 +20,13 @@ for heavy-tailed simulators: on the M/G/1 prior table (inter-arrival rate near 0
 inter-departure times up to 1e5) the mean/SD standardisation mapped all observed data into an
 interval of width 0.005 and the network could not learn the dependence on the service width.
 
-:meth:`ScoreNet.sum_over_observations` evaluates :math:`\sum_{i=1}^n s_\phi(\theta_c, X_i)`
-for ``C`` chains at once, precomputing the first layer's data part :math:`W_x X_i + b`
+`ScoreNet.sum_over_observations()` evaluates $\sum_{i=1}^n s_\phi(\theta_c, X_i)$
+for ``C`` chains at once, precomputing the first layer's data part $W_x X_i + b$
 once per data set (the Langevin drift's hot path).
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
-    | https://arxiv.org/abs/2509.03853
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+      <https://arxiv.org/abs/2509.03853>
 """
 
 from __future__ import annotations
@@ -44,11 +44,11 @@ __all__ = ["ScoreNet", "CoordinateViewScoreNet", "MeanNet", "CrossFitMean", "ACT
            "check_tied", "check_views"]
 
 class ScoreNet(nn.Module):
-    r"""Per-observation score network :math:`s_\phi(\theta, x) \in \mathbb R^d`.
+    r"""Per-observation score network $s_\phi(\theta, x) \in \mathbb R^d$.
 
     Arguments:
-        theta_dim: :math:`d`.
-        x_dim: :math:`p` (length of one observation, or of ``vec(S)``).
+        theta_dim: $d$.
+        x_dim: $p$ (length of one observation, or of ``vec(S)``).
         hidden: hidden layer widths, e.g. ``(64,)`` or ``(64, 64, 64)``.
         activation: ``"tanh"``, ``"elu"``, ... or an ``nn.Module`` class.
 
@@ -81,11 +81,11 @@ class ScoreNet(nn.Module):
         return self.rest(h) / self.theta_norm.scale
 
     def sum_over_observations(self, theta: Tensor, x: Tensor, *, max_elements: int = 2**18) -> Tensor:
-        r""":math:`\sum_{i=1}^n s_\phi(\theta_c, X_i)` for chains ``theta [C, d]``, data ``x [n, p]``.
+        r"""$\sum_{i=1}^n s_\phi(\theta_c, X_i)$ for chains ``theta [C, d]``, data ``x [n, p]``.
 
-        Returns ``[C, d]``. The first layer is split as :math:`W_\theta\theta + (W_x X_i + b)`
+        Returns ``[C, d]``. The first layer is split as $W_\theta\theta + (W_x X_i + b)$
         and the data part computed once. The last layer is affine, so the sum over observations
-        is taken before it: :math:`\sum_i (W h_i + b) = W \sum_i h_i + n b`, one small product
+        is taken before it: $\sum_i (W h_i + b) = W \sum_i h_i + n b$, one small product
         per chain instead of one per pair (the same sum up to float rounding).
 
         Chains are processed in chunks (``_hidden_sum``, whole chains of ``n`` pairs) so
@@ -117,7 +117,7 @@ class ScoreNet(nn.Module):
     def _hidden_sum(self, theta_part: Tensor, data_part: Tensor) -> Tensor:
         """Last hidden layer summed over observations: ``theta_part [c, h]`` (chains' first-layer
         part), ``data_part [n, h]`` (observations' part with the bias) -> ``[c, h_last]``. One
-        chunk of :meth:`sum_over_observations`, a function of its own so that it can be compiled
+        chunk of `sum_over_observations()`, a function of its own so that it can be compiled
         on its own (one graph per chunk shape) rather than with the chunk loop unrolled."""
         h = theta_part[:, None, :] + data_part[None]  # [c, n, h]
         for layer in self.rest[:-1]:
@@ -125,9 +125,9 @@ class ScoreNet(nn.Module):
         return h.sum(1)
 
     def sum_over_data_sets(self, theta: Tensor, x: Tensor) -> Tensor:
-        r""":meth:`sum_over_observations` for ``M`` data sets at once:
+        r"""`sum_over_observations()` for ``M`` data sets at once:
         ``theta [M, C, d], x [M, n, p] -> [M, C, d]``, chain ``c`` of data set ``m`` summed over
-        that data set's observations (:func:`scorebayes.sbi.checks.calibration.calibrate` runs its chains
+        that data set's observations ([`scorebayes.sbi.checks.calibration.calibrate()`][scorebayes.sbi.checks.calibration.calibrate] runs its chains
         this way). Holds ``M C n`` first-layer activations at a time."""
         if self.first is None:
             return self(theta[:, :, None, :], x[:, None]).sum(2)
@@ -137,21 +137,23 @@ class ScoreNet(nn.Module):
         return self.rest(theta_part[:, :, None] + data_part[:, None]).sum(2) / self.theta_norm.scale
 
     def score_and_jacobian(self, theta: Tensor, x: Tensor) -> tuple[Tensor, Tensor] | None:
-        r"""Scores and their :math:`\theta`-Jacobian summed over observations, in one forward pass.
+        r"""Scores and their $\theta$-Jacobian summed over observations, in one forward pass.
 
-        .. math:: s_{bi} = s_\phi(\theta_b, x_{bi}), \qquad
-                  J_b[j, l] = \sum_{i=1}^m \partial s_{\phi,j}(\theta_b, x_{bi}) / \partial\theta_l
+        $$
+        s_{bi} = s_\phi(\theta_b, x_{bi}), \qquad
+        J_b[j, l] = \sum_{i=1}^m \partial s_{\phi,j}(\theta_b, x_{bi}) / \partial\theta_l
+        $$
 
         ``theta [B, d]``, ``x [B, m, p]`` -> ``(s [B, m, d], J [B, d, d])``. Forward-mode
         differentiation through the layers: the tangent of the first pre-activation along
-        :math:`\theta_l` is the constant column :math:`W_{\theta,l}/\text{scale}_l`, each
-        activation multiplies it by :math:`\sigma'(z)`, each linear layer by its weight. After the
+        $\theta_l$ is the constant column $W_{\theta,l}/\text{scale}_l$, each
+        activation multiplies it by $\sigma'(z)$, each linear layer by its weight. After the
         last activation the tangents are summed over the ``m`` observations (the remaining layer
         is linear), so the Jacobian costs about ``d`` extra hidden-layer products per
         observation instead of ``d`` backward passes, and training differentiates it with one
         ordinary backward pass instead of a double one.
         Returns ``None`` for an activation without a closed-form derivative here (the caller
-        then uses autograd, :func:`scorebayes.scores.losses.evaluate_score`).
+        then uses autograd, `scorebayes.scores.losses.evaluate_score()`).
         """
         if self.first is None or any(not isinstance(layer, nn.Linear) and activation_derivative(layer) is None
                                      for layer in self.rest):
@@ -179,7 +181,7 @@ class ScoreNet(nn.Module):
         return h / scale, tangent.transpose(-1, -2) / scale[:, None]
 
 class MeanNet(nn.Module):
-    r"""Mean-regression network :math:`h_\psi(\theta) \approx \mathbb E_{p_\theta}[s_\phi(\theta, X)]`.
+    r"""Mean-regression network $h_\psi(\theta) \approx \mathbb E_{p_\theta}[s_\phi(\theta, X)]$.
 
     ``forward(theta [*, d]) -> [*, d]``; same hidden structure as the score net by default
     (the paper found that works best, App. B.4).
@@ -201,14 +203,16 @@ class MeanNet(nn.Module):
 
 
 class CrossFitMean(nn.Module):
-    r"""Average of mean networks fitted on complementary folds of :math:`\mathcal D^R`.
+    r"""Average of mean networks fitted on complementary folds of $\mathcal D^R$.
 
-    .. math:: h(\theta) = \frac1K\sum_{k=1}^K h_{\psi_k}(\theta)
+    $$
+    h(\theta) = \frac1K\sum_{k=1}^K h_{\psi_k}(\theta)
+    $$
 
-    Each :math:`h_{\psi_k}` is trained on one half of the groups and validated on the other
+    Each $h_{\psi_k}$ is trained on one half of the groups and validated on the other
     (the paper's 50% split), with the roles swapped for the second member, so every group's
-    mean :math:`\bar s_l` enters the regression. The group means are noisy (variance
-    :math:`\mathrm{Var}(s)/m_R`), and this noise is what the debiased score inherits; averaging
+    mean $\bar s_l$ enters the regression. The group means are noisy (variance
+    $\mathrm{Var}(s)/m_R$), and this noise is what the debiased score inherits; averaging
     the two fold fits roughly halves its variance at no extra simulation cost.
     ``forward(theta [*, d]) -> [*, d]``.
     """

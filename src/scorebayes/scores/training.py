@@ -2,10 +2,10 @@ r"""Training loops for the score network and the debiasing mean-regression netwo
 
 The protocol of App. B.3-B.4 (Algorithms 2-3): split the tables 50/50 into training and
 validation parts; train without penalty (warm start, early stopping on the validation
-loss); then, for each candidate penalty weight :math:`\lambda`, continue from the warm
-start with the penalty and keep the :math:`\lambda` with the smallest validation
-*score-matching* loss (for :math:`h_\psi`: validation *regression* loss). A single fixed
-:math:`\lambda` (the paper's values) is a one-element grid.
+loss); then, for each candidate penalty weight $\lambda$, continue from the warm
+start with the penalty and keep the $\lambda$ with the smallest validation
+*score-matching* loss (for $h_\psi$: validation *regression* loss). A single fixed
+$\lambda$ (the paper's values) is a one-element grid.
 
 Learning rates decay exponentially from ``lr[0]`` to ``lr[1]`` over a phase (V.A10).
 """
@@ -55,12 +55,12 @@ class TrainingSchedule:
             gradient with far less memory traffic (the M/G/1 n-model's paper batch, 500 rows x
             500 observations, trains 3-4x faster per row on a CPU).
             ``None``: the whole minibatch at once (for GPUs).
-        penalty_groups: groups of a separate curvature table :math:`\mathcal D^R` per step of
+        penalty_groups: groups of a separate curvature table $\mathcal D^R$ per step of
             a penalty phase, drawn at random (with replacement) from its training part. ``None``:
             every group once per epoch, spread over the epoch's steps. Set it when
-            :math:`\mathcal D^R` is large: a step then costs about ``penalty_groups x m_R`` rows'
+            $\mathcal D^R$ is large: a step then costs about ``penalty_groups x m_R`` rows'
             Jacobians on top of the ``batch_size`` rows of score matching (the monotone
-            regression's paper table, :math:`10^5 \times 10^3`, takes about an hour per epoch on
+            regression's paper table, $10^5 \times 10^3$, takes about an hour per epoch on
             one CPU core with ``None``, minutes with 1).
     """
 
@@ -104,7 +104,7 @@ def _train_phase(net: nn.Module, step_loss: Callable[[Tensor, int], Tensor | Ite
                  validate: Callable[[], float], *, epochs: int, schedule: TrainingSchedule,
                  generator: torch.Generator | None, bar: tqdm | None,
                  history: list[float] | None = None, keep_initial: bool = True) -> tuple[float, int]:
-    """One phase of :func:`~scorebayes.scores.loop.train_loop`: Adam with exponential decay and
+    """One phase of `train_loop()`: Adam with exponential decay and
     early stopping; leaves the best weights in ``net``.
 
     ``step_loss(batch, step)`` gets the minibatch's positions ``batch`` among the ``num_rows``
@@ -142,27 +142,27 @@ def fit_score_network(
     progress: bool = False,
     desc: str = "score net",
 ) -> FitReport:
-    r"""Train :math:`s_\phi` by (weighted) implicit score matching plus a curvature penalty.
+    r"""Train $s_\phi$ by (weighted) implicit score matching plus a curvature penalty.
 
     Arguments:
         net: ``net(theta [*, d], x [*, p]) -> [*, d]``; its standardisation is fitted here.
         theta: table parameters in the space the score lives in, ``[N, d]``.
         x: observations per parameter ``[N, m, p]`` (``m = 1`` single-model, ``m = n`` n-model).
-        grad_log_p: :math:`\nabla\log p_{\text{train}}(\theta)` of the table's sampling density, ``[N, d]``.
-        penalties: candidate curvature weights :math:`\lambda`; ``0`` means no penalty phase.
-        curvature_theta, curvature_x: the grouped table :math:`D^R` (``[N_R, d]``, ``[N_R, m_R, p]``)
+        grad_log_p: $\nabla\log p_{\text{train}}(\theta)$ of the table's sampling density, ``[N, d]``.
+        penalties: candidate curvature weights $\lambda$; ``0`` means no penalty phase.
+        curvature_theta, curvature_x: the grouped table $D^R$ (``[N_R, d]``, ``[N_R, m_R, p]``)
             for the penalty; default: the main table itself (n-model, eq. 23).
-        weight_fn: :math:`g(\theta, X)` for data-dependent supports (eq. 19), ``[B, d]``.
+        weight_fn: $g(\theta, X)$ for data-dependent supports (eq. 19), ``[B, d]``.
         pairs: ``[P, 2]`` row indices of antithetic pairs (see
-            :func:`scorebayes.proposal.antithetic_pairs`); each pair is kept together in the
+            `scorebayes.sbi.antithetic.antithetic_pairs()`); each pair is kept together in the
             validation split and in every minibatch, so that the variance the pair cancels is
             cancelled in every step. Rows outside ``pairs`` are not used.
 
-    The score-matching term of a row is divided by ``m`` (the :math:`1/n` of eq. 23).
+    The score-matching term of a row is divided by ``m`` (the $1/n$ of eq. 23).
     ``x`` and ``curvature_x`` may be tables memory-mapped from a run directory
-    (:mod:`scorebayes.table_store`): minibatches then read their rows from disk, and the
+    (`scorebayes.table_store`): minibatches then read their rows from disk, and the
     result is bit-identical to the same table in memory.
-    Returns a :class:`FitReport` (chosen lambda, validation losses).
+    Returns a `FitReport` (chosen lambda, validation losses).
     """
     device = next(net.parameters()).device
     dtype = next(net.parameters()).dtype
@@ -249,12 +249,12 @@ def fit_mean_network(
     progress: bool = False,
     desc: str = "mean net",
 ) -> FitReport:
-    r"""Train the debiasing regression :math:`h_\psi(\theta) \approx \bar s` (eq. 25).
+    r"""Train the debiasing regression $h_\psi(\theta) \approx \bar s$ (eq. 25).
 
     Arguments:
         net: ``net(theta [*, d]) -> [*, d]``.
-        theta: group parameters ``[N_R, d]``; targets: :math:`\bar s_l` ``[N_R, d]`` (frozen score means).
-        penalties: candidate :math:`\lambda_2`; selection by validation regression loss.
+        theta: group parameters ``[N_R, d]``; targets: $\bar s_l$ ``[N_R, d]`` (frozen score means).
+        penalties: candidate $\lambda_2$; selection by validation regression loss.
         alternative: ``"debias"`` (Algorithm 3) or ``"a1"`` (App. B.5 alternative 1).
         split: explicit (train, validation) row indices (default: a random split of
             ``schedule.validation_fraction``); cross-fitting swaps the two.

@@ -1,14 +1,14 @@
 r"""Score networks with one small network per parameter, each on its own view of the data.
 
-:class:`CoordinateViewScoreNet` gives coordinate :math:`j` the network
-:math:`s_j(\theta, x) = f_j(\theta, x_{V_j})/\text{scale}_j`. Implicit score matching separates
+`CoordinateViewScoreNet` gives coordinate $j$ the network
+$s_j(\theta, x) = f_j(\theta, x_{V_j})/\text{scale}_j$. Implicit score matching separates
 over coordinates, so this is a restricted function class, not a new loss; it helps when a
 parameter's information sits in a few known inputs (the epidemic's floor rates in their own
-floor's column of :math:`S`), which one wide network fails to pick out.
+floor's column of $S$), which one wide network fails to pick out.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
-    | https://arxiv.org/abs/2509.03853
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+      <https://arxiv.org/abs/2509.03853>
 """
 
 from __future__ import annotations
@@ -25,18 +25,18 @@ __all__ = ["CoordinateViewScoreNet", "check_embedding", "check_tied", "check_vie
 
 class CoordinateViewScoreNet(nn.Module):
     r"""One network per parameter, each on its own view of the data:
-    :math:`s_j(\theta, x) = f_j\big(\theta, x_{V_j}\big) / \text{scale}_j`.
+    $s_j(\theta, x) = f_j\big(\theta, x_{V_j}\big) / \text{scale}_j$.
 
-    Implicit score matching, :math:`\sum_j [\tfrac12 s_j^2 + s_j\,\partial_j\log q + \partial_j s_j]`,
-    separates over coordinates, so each :math:`f_j` may see only the inputs :math:`V_j` that carry
-    :math:`\theta_j`'s information (plus all of :math:`\theta`). Networks whose views have the same
+    Implicit score matching, $\sum_j [\tfrac12 s_j^2 + s_j\,\partial_j\log q + \partial_j s_j]$,
+    separates over coordinates, so each $f_j$ may see only the inputs $V_j$ that carry
+    $\theta_j$'s information (plus all of $\theta$). Networks whose views have the same
     length are evaluated together with batched weights ``[g, in, out]`` (one block per length), so
     views may differ in length (e.g. one coordinate sees every input, the others a few).
 
-    What a view learns: over functions of :math:`(\theta, x_{V_j})` the objective is minimised by
-    :math:`E[\partial_j \log p(x \mid \theta) \mid \theta, x_{V_j}] = \partial_j \log p(x_{V_j}
-    \mid \theta)`, the score of the view's own likelihood. If :math:`x_{V_j}` misses information
-    about :math:`\theta_j` (it is not sufficient for :math:`\theta_j` given :math:`\theta_{-j}`),
+    What a view learns: over functions of $(\theta, x_{V_j})$ the objective is minimised by
+    $E[\partial_j \log p(x \mid \theta) \mid \theta, x_{V_j}] = \partial_j \log p(x_{V_j}
+    \mid \theta)$, the score of the view's own likelihood. If $x_{V_j}$ misses information
+    about $\theta_j$ (it is not sufficient for $\theta_j$ given $\theta_{-j}$),
     the coordinates' scores come from different likelihoods, the drift is no gradient, and the
     Langevin chains sample a composite law, not the posterior: in a linear Gaussian model its
     covariance solves a Lyapunov equation, and a coordinate whose view misses half of its data is
@@ -45,45 +45,45 @@ class CoordinateViewScoreNet(nn.Module):
     coordinate a view that carries all of its information (e.g. appended summaries, through
     ``ScoreLangevin(data_features=...)``).
 
-    Tied coordinates share one network. For a group :math:`G = (g_0, \dots, g_{m-1})` of
-    exchangeable coordinates (the likelihood is unchanged when the coordinates of :math:`G` and
+    Tied coordinates share one network. For a group $G = (g_0, \dots, g_{m-1})$ of
+    exchangeable coordinates (the likelihood is unchanged when the coordinates of $G$ and
     their views are permuted together, as the epidemic's floors are), the true score is
-    equivariant, :math:`s_{g_a}(\theta, x) = f(\theta_{g_a}, \theta_{g_{a+1}}, \dots,
-    \theta_{g_{a-1}}, \theta_{\text{rest}}, x_{V_{g_a}})`, with one :math:`f` for the whole group:
-    member :math:`a` sees the group's coordinates in cyclic order from its own, then the others.
-    Each training row then teaches :math:`f` :math:`m` times (the floors' nets of the epidemic
-    learn from ten times the rows). Position :math:`k` of every member's view must play the same
+    equivariant, $s_{g_a}(\theta, x) = f(\theta_{g_a}, \theta_{g_{a+1}}, \dots,
+    \theta_{g_{a-1}}, \theta_{\text{rest}}, x_{V_{g_a}})$, with one $f$ for the whole group:
+    member $a$ sees the group's coordinates in cyclic order from its own, then the others.
+    Each training row then teaches $f$ $m$ times (the floors' nets of the epidemic
+    learn from ten times the rows). Position $k$ of every member's view must play the same
     role (e.g. the facility column, then the member's own column); the standardisation pools each
-    group's coordinates, and each position's columns over the members, so that :math:`f` sees
+    group's coordinates, and each position's columns over the members, so that $f$ sees
     every member on one scale.
 
     A shared embedding keeps the networks small without dropping information:
-    :math:`s_j(\theta, x) = f_j\big(\theta, x_{V_j}, e(x)\big) / \text{scale}_j`, with one
-    :math:`e: \mathbb R^p \to \mathbb R^k` (an MLP on all of :math:`x`) trained jointly with every
-    :math:`f_j`. The minimiser over such functions is the full score whenever :math:`(x_{V_j}, e(x))`
-    carries :math:`\theta_j`'s information, so the drift is a gradient again and the chains sample
+    $s_j(\theta, x) = f_j\big(\theta, x_{V_j}, e(x)\big) / \text{scale}_j$, with one
+    $e: \mathbb R^p \to \mathbb R^k$ (an MLP on all of $x$) trained jointly with every
+    $f_j$. The minimiser over such functions is the full score whenever $(x_{V_j}, e(x))$
+    carries $\theta_j$'s information, so the drift is a gradient again and the chains sample
     the posterior (``test_views_that_miss_information_give_a_composite_law_not_the_posterior``: with an
     embedding the view that misses half of its data gives the posterior's SD).
-    :math:`e` does not depend on :math:`\theta`, so the chain drift still computes every data
-    part once (:meth:`sum_over_observations`). Beyond the paper: on the 12-parameter epidemic
+    $e$ does not depend on $\theta$, so the chain drift still computes every data
+    part once (`sum_over_observations()`). Beyond the paper: on the 12-parameter epidemic
     the embedding gave narrower intervals than the views alone, with the facility rate placed
     higher (2 data sets).
 
     Arguments:
-        theta_dim: :math:`d`.
-        x_dim: :math:`p`, the length of the network's view of the data (e.g. ``vec(S)``).
+        theta_dim: $d$.
+        x_dim: $p$, the length of the network's view of the data (e.g. ``vec(S)``).
         views: ``d`` non-empty index lists into ``x``'s last axis
-            (e.g. :meth:`scorebayes.models.Epidemic.score_views`).
-        hidden: hidden widths of each :math:`f_j`; activation as for :class:`ScoreNet`.
+            (e.g. `scorebayes.models.Epidemic.score_views()`).
+        hidden: hidden widths of each $f_j$; activation as for `ScoreNet`.
         tied: disjoint groups of at least two coordinates that share one network (their views of
-            one length), e.g. :meth:`scorebayes.models.Epidemic.exchangeable_rates`; default none.
-        embedding: :math:`k`, the width of the shared embedding :math:`e(x)` appended to every
+            one length), e.g. `scorebayes.models.Epidemic.exchangeable_rates()`; default none.
+        embedding: $k$, the width of the shared embedding $e(x)$ appended to every
             view; 0 (default) for none. Not with ``tied`` (a tied group's network must see its
-            members' data in the same roles, and :math:`e` is not permuted with them).
-        embedding_hidden: hidden widths of :math:`e`.
+            members' data in the same roles, and $e$ is not permuted with them).
+        embedding_hidden: hidden widths of $e$.
 
     ``forward(theta [*, d], x [*, p]) -> [*, d]`` (leading shapes broadcast); inputs are
-    standardised as in :class:`ScoreNet`.
+    standardised as in `ScoreNet`.
     """
 
     def __init__(self, theta_dim: int, x_dim: int, views: Sequence[Sequence[int]],
@@ -136,10 +136,10 @@ class CoordinateViewScoreNet(nn.Module):
         return out / self.theta_norm.scale
 
     def sum_over_observations(self, theta: Tensor, x: Tensor, *, max_elements: int = 2**20) -> Tensor:
-        r""":math:`\sum_{i=1}^n s(\theta_c, X_i)`: ``theta [C, d], x [n, p] -> [C, d]`` (chains chunked).
+        r"""$\sum_{i=1}^n s(\theta_c, X_i)$: ``theta [C, d], x [n, p] -> [C, d]`` (chains chunked).
 
-        As in :meth:`ScoreNet.sum_over_observations`, each network's first layer is split as
-        :math:`W_\theta\theta + (W_x X_{i,V_j} + b)` and the data part computed once for all
+        As in `ScoreNet.sum_over_observations()`, each network's first layer is split as
+        $W_\theta\theta + (W_x X_{i,V_j} + b)$ and the data part computed once for all
         chains: with long views (hundreds of inputs) the first layer is most of the work."""
         width = max(w.shape[-1] for b in self.blocks for w in b.weights)
         chunk = max(1, max_elements // max(1, x.shape[0] * self.theta_dim * width))
@@ -154,10 +154,10 @@ class CoordinateViewScoreNet(nn.Module):
         return torch.cat(out, 0)[..., self.order] / self.theta_norm.scale
 
     def sum_over_data_sets(self, theta: Tensor, x: Tensor) -> Tensor:
-        r""":meth:`sum_over_observations` for ``M`` data sets at once:
+        r"""`sum_over_observations()` for ``M`` data sets at once:
         ``theta [M, C, d], x [M, n, p] -> [M, C, d]``, chain ``c`` of data set ``m`` summed over
         that data set's observations (each data set's first-layer data part computed once;
-        :func:`scorebayes.sbi.checks.calibration.calibrate` runs its chains this way). Holds
+        [`scorebayes.sbi.checks.calibration.calibrate()`][scorebayes.sbi.checks.calibration.calibrate] runs its chains this way). Holds
         ``M C n`` first-layer activations per network at a time: meant for small ``n`` (a
         full-data view has ``n = 1``)."""
         t = self.theta_norm(theta)[:, :, None, :]  # [M, C, 1, d]
@@ -168,10 +168,10 @@ class CoordinateViewScoreNet(nn.Module):
 
     def score_and_jacobian(self, theta: Tensor, x: Tensor) -> tuple[Tensor, Tensor] | None:
         r"""``theta [B, d], x [B, m, p] -> (s [B, m, d], J [B, d, d])``,
-        :math:`J_b = \sum_i \nabla_\theta s(\theta_b, x_{bi})`.
+        $J_b = \sum_i \nabla_\theta s(\theta_b, x_{bi})$.
 
-        Forward mode as in :meth:`ScoreNet.score_and_jacobian`: the tangent of :math:`f_j`'s first
-        pre-activation along :math:`\theta_l` is the constant :math:`W^{(1)}_{j,l}/\text{scale}_l`."""
+        Forward mode as in `ScoreNet.score_and_jacobian()`: the tangent of $f_j$'s first
+        pre-activation along $\theta_l$ is the constant $W^{(1)}_{j,l}/\text{scale}_l$."""
         slope_of = activation_derivative(self.act)
         if slope_of is None:
             return None
@@ -185,12 +185,12 @@ class CoordinateViewScoreNet(nn.Module):
 
 
 class _ViewBlock(nn.Module):
-    """The networks :math:`f_j` of the coordinates ``coords`` (views of one length ``v``), with
+    """The networks $f_j$ of the coordinates ``coords`` (views of one length ``v``), with
     batched weights ``[g, in, out]`` (``nn.Linear``'s initialisation per coordinate).
 
     ``orders`` (``[g, d]``, for a tied group): one network, weights ``[1, in, out]``, which member
     ``j`` evaluates on theta in the order ``orders[j]``. Feeding ``t[orders[j]]`` to weights
-    :math:`W` is feeding ``t`` to :math:`W` with its rows permuted back (:meth:`_theta_weight`),
+    $W$ is feeding ``t`` to $W$ with its rows permuted back (`_theta_weight()`),
     so every pass below works on ``t`` as it is."""
 
     def __init__(self, theta_dim: int, coords: list[int], views: list[list[int]], hidden: Sequence[int],
@@ -228,12 +228,12 @@ class _ViewBlock(nn.Module):
         return self.forward_from_data(t, self.first_layer_data(z), act)
 
     def first_layer_data(self, z: Tensor) -> Tensor:
-        """The data's part of the first pre-activation, :math:`W_x z_{V_j} + b`: ``[*, p] -> [*, g, H]``."""
+        """The data's part of the first pre-activation, $W_x z_{V_j} + b$: ``[*, p] -> [*, g, H]``."""
         w, b = self._layer(0)
         return torch.einsum("...jv,jvh->...jh", z[..., self.views], w[:, self.theta_dim:, :]) + b
 
     def forward_from_data(self, t: Tensor, data_part: Tensor, act: nn.Module) -> Tensor:
-        """:meth:`forward` with the data part of the first layer given:
+        """`forward()` with the data part of the first layer given:
         ``t [*, d], data_part [*, g, H]`` (broadcast) ``-> [*, g]``."""
         h = torch.einsum("...d,jdh->...jh", t, self._theta_weight()) + data_part
         for k in range(1, len(self.weights)):

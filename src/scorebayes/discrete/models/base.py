@@ -1,22 +1,23 @@
 r"""Discrete models known up to a normalising constant, and their neighbour log-ratios.
 
-Every loss of :mod:`scorebayes.discrete` only needs the log-ratios
+Every loss of `scorebayes.discrete` only needs the log-ratios
 
-.. math::
-    \log r_{j-}(x) = \log\tilde p_\theta(x^{j-}) - \log\tilde p_\theta(x), \qquad
-    \log r_{j+}(x) = \log\tilde p_\theta(x) - \log\tilde p_\theta(x^{j+}),
+$$
+\log r_{j-}(x) = \log\tilde p_\theta(x^{j-}) - \log\tilde p_\theta(x), \qquad
+\log r_{j+}(x) = \log\tilde p_\theta(x) - \log\tilde p_\theta(x^{j+}),
+$$
 
-in which the normalising constant cancels. :class:`DiscreteModel` computes them from any
+in which the normalising constant cancels. [`DiscreteModel`][scorebayes.discrete.models.base.DiscreteModel] computes them from any
 unnormalised log-pmf by evaluating it at the neighbours (``1 + 2d`` evaluations per point).
-:class:`ExponentialFamilyModel` covers :math:`\tilde p_\theta(x) = \exp(\eta(\theta)\cdot T(x) + b(x))`
-(Example 1 of the paper): there the log-ratios are :math:`\eta(\theta)\cdot T_{j\mp}(x) + b_{j\mp}(x)`
-with statistics :math:`T_{j-} = T(x^{j-}) - T(x)`, :math:`T_{j+} = T(x) - T(x^{j+})` (and the same
-for :math:`b`) that do not depend on :math:`\theta` and are computed once per data set.
+[`ExponentialFamilyModel`][scorebayes.discrete.models.base.ExponentialFamilyModel] covers $\tilde p_\theta(x) = \exp(\eta(\theta)\cdot T(x) + b(x))$
+(Example 1 of the paper): there the log-ratios are $\eta(\theta)\cdot T_{j\mp}(x) + b_{j\mp}(x)$
+with statistics $T_{j-} = T(x^{j-}) - T(x)$, $T_{j+} = T(x) - T(x^{j+})$ (and the same
+for $b$) that do not depend on $\theta$ and are computed once per data set.
 
 References:
-    | Generalised Bayesian Inference for Discrete Intractable Likelihood
-    | (Matsubara, Knoblauch, Briol and Oates, 2023), Sections 2-3 and Appendix E.2
-    | https://arxiv.org/abs/2206.08420
+    - Generalised Bayesian Inference for Discrete Intractable Likelihood
+      (Matsubara, Knoblauch, Briol and Oates, 2023), Sections 2-3 and Appendix E.2
+      <https://arxiv.org/abs/2206.08420>
 """
 
 from __future__ import annotations
@@ -35,14 +36,14 @@ __all__ = ["DiscreteModel", "ExponentialFamilyModel", "RatioStatistics", "UserMo
 
 
 class RatioStatistics(NamedTuple):
-    r"""The :math:`\theta`-free parts of the log-ratios of an exponential family at ``x [m, d]``.
+    r"""The $\theta$-free parts of the log-ratios of an exponential family at ``x [m, d]``.
 
     Attributes:
-        minus: :math:`T(x^{j-}) - T(x)`, ``[m, d, q]`` (zero where ``valid`` is false).
-        minus_offset: :math:`b(x^{j-}) - b(x)`, ``[m, d]`` (zero where ``valid`` is false).
-        plus: :math:`T(x) - T(x^{j+})`, ``[m, d, q]``.
-        plus_offset: :math:`b(x) - b(x^{j+})`, ``[m, d]``.
-        valid: ``[m, d]`` bool, false where :math:`x^{j-}` is the star state.
+        minus: $T(x^{j-}) - T(x)$, ``[m, d, q]`` (zero where ``valid`` is false).
+        minus_offset: $b(x^{j-}) - b(x)$, ``[m, d]`` (zero where ``valid`` is false).
+        plus: $T(x) - T(x^{j+})$, ``[m, d, q]``.
+        plus_offset: $b(x) - b(x^{j+})$, ``[m, d]``.
+        valid: ``[m, d]`` bool, false where $x^{j-}$ is the star state.
     """
 
     minus: Tensor
@@ -53,10 +54,10 @@ class RatioStatistics(NamedTuple):
 
 
 class DiscreteModel(ABC):
-    r"""An unnormalised discrete model :math:`\tilde p_\theta(x)` on a :class:`Domain`.
+    r"""An unnormalised discrete model $\tilde p_\theta(x)$ on a [`Domain`][scorebayes.discrete.domains.Domain].
 
-    Subclasses set :attr:`domain` and :attr:`names` (the ``k`` parameter names) and implement
-    :meth:`log_unnormalized`. They may override :meth:`log_ratios` with closed forms.
+    Subclasses set `domain` and `names` (the ``k`` parameter names) and implement
+    [`log_unnormalized()`][scorebayes.discrete.models.base.DiscreteModel.log_unnormalized]. They may override [`log_ratios()`][scorebayes.discrete.models.base.DiscreteModel.log_ratios] with closed forms.
     """
 
     domain: Domain
@@ -73,7 +74,7 @@ class DiscreteModel(ABC):
 
     @abstractmethod
     def log_unnormalized(self, theta: Tensor, x: Tensor) -> Tensor:
-        r""":math:`\log\tilde p_\theta(x)` for ``theta [B, k]`` and integer-valued ``x [n, d]`` -> ``[B, n]``."""
+        r"""$\log\tilde p_\theta(x)$ for ``theta [B, k]`` and integer-valued ``x [n, d]`` -> ``[B, n]``."""
 
     def log_ratios(self, theta: Tensor, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         r"""Neighbour log-ratios at points of the domain.
@@ -84,7 +85,7 @@ class DiscreteModel(ABC):
 
         Returns:
             ``(log_r_minus [B, m, d], log_r_plus [B, m, d], valid [m, d])``, with
-            ``log_r_minus = 0`` (not :math:`-\infty`) where ``valid`` is false, so that no
+            ``log_r_minus = 0`` (not $-\infty$) where ``valid`` is false, so that no
             gradient is ever taken through the star state: mask it.
         """
         m, d = x.shape
@@ -102,29 +103,29 @@ class DiscreteModel(ABC):
 
 
 class ExponentialFamilyModel(DiscreteModel):
-    r""":math:`\tilde p_\theta(x) = \exp(\eta(\theta)\cdot T(x) + b(x))` with closed-form ratio statistics.
+    r"""$\tilde p_\theta(x) = \exp(\eta(\theta)\cdot T(x) + b(x))$ with closed-form ratio statistics.
 
-    Subclasses implement :meth:`natural_parameters` (``theta [B, k] -> eta [B, q]``),
-    :meth:`sufficient_statistics` (``x [n, d] -> T [n, q]``), :meth:`base_measure`
-    (``x [n, d] -> b [n]``) and :meth:`ratio_statistics` (closed form, see
-    :class:`RatioStatistics`).
+    Subclasses implement [`natural_parameters()`][scorebayes.discrete.models.base.ExponentialFamilyModel.natural_parameters] (``theta [B, k] -> eta [B, q]``),
+    [`sufficient_statistics()`][scorebayes.discrete.models.base.ExponentialFamilyModel.sufficient_statistics] (``x [n, d] -> T [n, q]``), [`base_measure()`][scorebayes.discrete.models.base.ExponentialFamilyModel.base_measure]
+    (``x [n, d] -> b [n]``) and [`ratio_statistics()`][scorebayes.discrete.models.base.ExponentialFamilyModel.ratio_statistics] (closed form, see
+    [`RatioStatistics`][scorebayes.discrete.models.base.RatioStatistics]).
     """
 
     @abstractmethod
     def natural_parameters(self, theta: Tensor) -> Tensor:
-        r""":math:`\eta(\theta)`: ``[B, k] -> [B, q]``."""
+        r"""$\eta(\theta)$: ``[B, k] -> [B, q]``."""
 
     @abstractmethod
     def sufficient_statistics(self, x: Tensor) -> Tensor:
-        r""":math:`T(x)`: ``[n, d] -> [n, q]``."""
+        r"""$T(x)$: ``[n, d] -> [n, q]``."""
 
     @abstractmethod
     def base_measure(self, x: Tensor) -> Tensor:
-        r""":math:`b(x)`: ``[n, d] -> [n]``."""
+        r"""$b(x)$: ``[n, d] -> [n]``."""
 
     @abstractmethod
     def ratio_statistics(self, x: Tensor) -> RatioStatistics:
-        r"""The statistics of the log-ratios at ``x [m, d]`` (see :class:`RatioStatistics`)."""
+        r"""The statistics of the log-ratios at ``x [m, d]`` (see [`RatioStatistics`][scorebayes.discrete.models.base.RatioStatistics])."""
 
     def log_unnormalized(self, theta: Tensor, x: Tensor) -> Tensor:
         x = x.to(theta.dtype)
@@ -144,7 +145,7 @@ class UserModel(DiscreteModel):
     Arguments:
         log_p: the unnormalised log-pmf; ``x`` is passed as a float tensor of ``theta``'s dtype
             holding integer values.
-        domain: a :class:`Domain` or the ``[[low, high], ...]`` bounds of one.
+        domain: a [`Domain`][scorebayes.discrete.domains.Domain] or the ``[[low, high], ...]`` bounds of one.
         names: the ``k`` parameter names.
     """
 

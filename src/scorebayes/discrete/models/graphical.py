@@ -1,28 +1,30 @@
-r"""Poisson and Conway-Maxwell-Poisson graphical models on :math:`\mathbb N_0^d` (complete graph).
+r"""Poisson and Conway-Maxwell-Poisson graphical models on $\mathbb N_0^d$ (complete graph).
 
-.. math::
-    \tilde p(x) = \exp\Big(\sum_i\theta_i x_i - \sum_{i<j}\tilde\theta_{ij}^2 x_ix_j
-    - \sum_i \tilde\theta_{0,i}^2\log x_i!\Big),
+$$
+\tilde p(x) = \exp\Big(\sum_i\theta_i x_i - \sum_{i<j}\tilde\theta_{ij}^2 x_ix_j
+- \sum_i \tilde\theta_{0,i}^2\log x_i!\Big),
+$$
 
-with a squared reparametrisation (unconstrained :math:`\tilde\theta`,
-interactions :math:`\theta_{ij} = \tilde\theta_{ij}^2 \ge 0`, negative dependence only). The
-Poisson graphical model (PGM) fixes :math:`\tilde\theta_{0,i}^2 = 1`. Parameters, in order:
-:math:`\theta_1..\theta_d`, (CMP-GM only) :math:`\tilde\theta_{0,1}..\tilde\theta_{0,d}`, then
-:math:`\tilde\theta_{ij}` for ``i < j`` row by row: ``d + d(d-1)/2`` = 55 (PGM) and
-``2d + d(d-1)/2`` = 65 (CMP-GM) for ``d = 10``. Log-ratios (star at :math:`x_j = 0`):
+with a squared reparametrisation (unconstrained $\tilde\theta$,
+interactions $\theta_{ij} = \tilde\theta_{ij}^2 \ge 0$, negative dependence only). The
+Poisson graphical model (PGM) fixes $\tilde\theta_{0,i}^2 = 1$. Parameters, in order:
+$\theta_1..\theta_d$, (CMP-GM only) $\tilde\theta_{0,1}..\tilde\theta_{0,d}$, then
+$\tilde\theta_{ij}$ for ``i < j`` row by row: ``d + d(d-1)/2`` = 55 (PGM) and
+``2d + d(d-1)/2`` = 65 (CMP-GM) for ``d = 10``. Log-ratios (star at $x_j = 0$):
 
-.. math::
-    \log r_{j-} = \tilde\theta_{0,j}^2\log x_j - \theta_j + \sum_{k\ne j}\tilde\theta_{jk}^2x_k,\qquad
-    \log r_{j+} = \tilde\theta_{0,j}^2\log(x_j+1) - \theta_j + \sum_{k\ne j}\tilde\theta_{jk}^2x_k.
+$$
+\log r_{j-} = \tilde\theta_{0,j}^2\log x_j - \theta_j + \sum_{k\ne j}\tilde\theta_{jk}^2x_k,\qquad
+\log r_{j+} = \tilde\theta_{0,j}^2\log(x_j+1) - \theta_j + \sum_{k\ne j}\tilde\theta_{jk}^2x_k.
+$$
 
-:func:`sample_graphical` draws from the model by systematic-scan Gibbs: each full conditional is
-a CMP (a Poisson for the PGM) with :math:`\log\theta_1 = \theta_j - \sum_k\theta_{jk}x_k`,
+`sample_graphical()` draws from the model by systematic-scan Gibbs: each full conditional is
+a CMP (a Poisson for the PGM) with $\log\theta_1 = \theta_j - \sum_k\theta_{jk}x_k$,
 sampled exactly by inverse CDF on a truncated support.
 
 References:
-    | Generalised Bayesian Inference for Discrete Intractable Likelihood
-    | (Matsubara, Knoblauch, Briol and Oates, 2023), Section 4.3 and Appendix F.3
-    | https://arxiv.org/abs/2206.08420
+    - Generalised Bayesian Inference for Discrete Intractable Likelihood
+      (Matsubara, Knoblauch, Briol and Oates, 2023), Section 4.3 and Appendix F.3
+      <https://arxiv.org/abs/2206.08420>
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ __all__ = ["PoissonGraphicalModel", "CMPGraphicalModel", "sample_graphical"]
 
 
 class PoissonGraphicalModel(ExponentialFamilyModel):
-    r"""Poisson graphical model on :math:`\mathbb N_0^d` (``d + d(d-1)/2`` parameters, see module docstring).
+    r"""Poisson graphical model on $\mathbb N_0^d$ (``d + d(d-1)/2`` parameters, see module docstring).
 
     Arguments:
         d: number of count variables.
@@ -65,22 +67,22 @@ class PoissonGraphicalModel(ExponentialFamilyModel):
         self._incidence = inc  # [d, P2, d]: pair p joins j to k
 
     def split(self, theta: Tensor) -> tuple[Tensor, Tensor | None, Tensor]:
-        r"""``theta [B, k]`` -> (:math:`\theta_i` ``[B, d]``, :math:`\tilde\theta_{0}` ``[B, d]`` or None,
-        :math:`\tilde\theta_{ij}` ``[B, P2]``)."""
+        r"""``theta [B, k]`` -> ($\theta_i$ ``[B, d]``, $\tilde\theta_{0}$ ``[B, d]`` or None,
+        $\tilde\theta_{ij}$ ``[B, P2]``)."""
         d = self.dim
         if self.dispersion:
             return theta[:, :d], theta[:, d : 2 * d], theta[:, 2 * d :]
         return theta[:, :d], None, theta[:, d:]
 
     def squared_indices(self) -> Tensor:
-        r"""Indices ``[k - d]`` of the squared coordinates (:math:`\tilde\theta_{0,i}`, :math:`\tilde\theta_{ij}`).
+        r"""Indices ``[k - d]`` of the squared coordinates ($\tilde\theta_{0,i}$, $\tilde\theta_{ij}$).
 
         The model (and the default prior) is invariant under the sign flip of each of them, so a
-        sampler may fold them (:class:`~scorebayes.samplers.folded.FoldedSquares`)."""
+        sampler may fold them ([`FoldedSquares`][scorebayes.samplers.nuts.FoldedSquares])."""
         return torch.arange(self.dim, self.num_params)
 
     def interaction_matrix(self, theta: Tensor) -> Tensor:
-        r"""Symmetric :math:`\theta_{jk} = \tilde\theta_{jk}^2` as ``[B, d, d]`` (zero diagonal)."""
+        r"""Symmetric $\theta_{jk} = \tilde\theta_{jk}^2$ as ``[B, d, d]`` (zero diagonal)."""
         _, _, pair = self.split(theta)
         return torch.einsum("bp,jpk->bjk", pair**2, self._incidence.to(theta.dtype))
 
@@ -119,8 +121,8 @@ class PoissonGraphicalModel(ExponentialFamilyModel):
         return RatioStatistics(minus, minus_off, plus, plus_off, valid)
 
     def default_prior(self) -> Distribution:
-        r"""The prior: :math:`\theta_i\sim N(0,1)`, :math:`\tilde\theta_{ij}\sim N(0, (1/P_2)^2)`,
-        :math:`\tilde\theta_{0,i}\sim N(0,1)`, with :math:`P_2 = d(d-1)/2`."""
+        r"""The prior: $\theta_i\sim N(0,1)$, $\tilde\theta_{ij}\sim N(0, (1/P_2)^2)$,
+        $\tilde\theta_{0,i}\sim N(0,1)$, with $P_2 = d(d-1)/2$."""
         from ...priors import independent
 
         d, p2 = self.dim, len(self.pairs)
@@ -134,7 +136,7 @@ class PoissonGraphicalModel(ExponentialFamilyModel):
 
 
 class CMPGraphicalModel(PoissonGraphicalModel):
-    r"""CMP graphical model: the PGM with per-variable dispersions :math:`\tilde\theta_{0,i}^2`
+    r"""CMP graphical model: the PGM with per-variable dispersions $\tilde\theta_{0,i}^2$
     (``2d + d(d-1)/2`` parameters)."""
 
     dispersion = True
@@ -154,7 +156,7 @@ def sample_graphical(model: PoissonGraphicalModel, theta: Tensor, num_samples: i
     r"""Systematic-scan Gibbs draws from a (CMP) graphical model, one chain per parameter.
 
     Arguments:
-        model: a :class:`PoissonGraphicalModel` or :class:`CMPGraphicalModel`.
+        model: a `PoissonGraphicalModel` or `CMPGraphicalModel`.
         theta: ``[S, k]`` parameters (one independent chain each).
         num_samples: draws kept per chain (after ``burn_in`` sweeps, every ``thin`` sweeps).
         init: ``[S, d]`` starting counts (default zeros).

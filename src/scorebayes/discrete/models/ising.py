@@ -1,23 +1,24 @@
-r"""The Ising model on an ``m x m`` grid with temperature :math:`\theta > 0`, and a Metropolis sampler.
+r"""The Ising model on an ``m x m`` grid with temperature $\theta > 0$, and a Metropolis sampler.
 
-.. math::
-    \tilde p_\theta(x) = \exp\Big(\frac{c}{\theta}\sum_{\{i,j\}\in E} x_i x_j\Big),
+$$
+\tilde p_\theta(x) = \exp\Big(\frac{c}{\theta}\sum_{\{i,j\}\in E} x_i x_j\Big),
+$$
 
-with :math:`E` the 4-neighbour edges of a free-boundary or periodic grid, spins coded as
-:math:`\{-1, 1\}` (``coding="pm1"``) or :math:`\{0, 1\}` (``"01"``), and :math:`c = 1` (each edge
-counted once, ``edge_count="single"``) or :math:`c = 2` (the paper's ordered double sum (11),
-``"double"``). Flipping spin :math:`j` changes :math:`T(x) = c\sum_E x_ix_j` by
-:math:`-2c\,x_jS_j` (pm1) or :math:`c(1-2x_j)S_j` (01), :math:`S_j = \sum_{k\in\mathcal N_j} x_k`,
-so :math:`\log r_{j-} = \Delta_j/\theta` and :math:`\log r_{j+} = -\Delta_j/\theta` (the
+with $E$ the 4-neighbour edges of a free-boundary or periodic grid, spins coded as
+$\{-1, 1\}$ (``coding="pm1"``) or $\{0, 1\}$ (``"01"``), and $c = 1$ (each edge
+counted once, ``edge_count="single"``) or $c = 2$ (the paper's ordered double sum (11),
+``"double"``). Flipping spin $j$ changes $T(x) = c\sum_E x_ix_j$ by
+$-2c\,x_jS_j$ (pm1) or $c(1-2x_j)S_j$ (01), $S_j = \sum_{k\in\mathcal N_j} x_k$,
+so $\log r_{j-} = \Delta_j/\theta$ and $\log r_{j+} = -\Delta_j/\theta$ (the
 neighbour in both directions is the flip, cyclic convention).
 
 The reference implementation simulates with ``pm1/single/periodic`` and infers with
-``pm1/single/free``; :func:`sample_ising` uses whatever model it is given.
+``pm1/single/free``; `sample_ising()` uses whatever model it is given.
 
 References:
-    | Generalised Bayesian Inference for Discrete Intractable Likelihood
-    | (Matsubara, Knoblauch, Briol and Oates, 2023), Section 4.2 and Appendix F.2
-    | https://arxiv.org/abs/2206.08420
+    - Generalised Bayesian Inference for Discrete Intractable Likelihood
+      (Matsubara, Knoblauch, Briol and Oates, 2023), Section 4.2 and Appendix F.2
+      <https://arxiv.org/abs/2206.08420>
 """
 
 from __future__ import annotations
@@ -34,11 +35,11 @@ __all__ = ["IsingModel", "sample_ising"]
 
 
 class IsingModel(ExponentialFamilyModel):
-    r"""Ising model on an ``side x side`` grid, parameter :math:`\theta` (temperature), ``d = side**2``.
+    r"""Ising model on an ``side x side`` grid, parameter $\theta$ (temperature), ``d = side**2``.
 
     Arguments:
         side: grid side ``m`` (``d = m * m`` spins, row-major).
-        coding: ``"pm1"`` (spins :math:`\pm1`) or ``"01"``.
+        coding: ``"pm1"`` (spins $\pm1$) or ``"01"``.
         edge_count: ``"single"`` or ``"double"`` (see the module docstring).
         boundary: ``"free"`` or ``"periodic"`` (torus; needs ``side >= 3``).
     """
@@ -75,12 +76,12 @@ class IsingModel(ExponentialFamilyModel):
         return torch.cat([right, down], dim=0)
 
     def neighbour_sums(self, x: Tensor) -> Tensor:
-        r""":math:`S_j = \sum_{k\in\mathcal N_j} x_k`: ``[n, d] -> [n, d]``."""
+        r"""$S_j = \sum_{k\in\mathcal N_j} x_k$: ``[n, d] -> [n, d]``."""
         padded = torch.cat([x, torch.zeros_like(x[:, :1])], dim=1)
         return padded[:, self.neighbour_table].sum(-1)
 
     def flip_change(self, x: Tensor) -> Tensor:
-        r""":math:`\Delta_j = T(\text{flip}_j x) - T(x)` for every spin: ``[n, d] -> [n, d]``."""
+        r"""$\Delta_j = T(\text{flip}_j x) - T(x)$ for every spin: ``[n, d] -> [n, d]``."""
         s = self.neighbour_sums(x)
         return self.edge_factor * (-2 * x * s if self.coding == "pm1" else (1 - 2 * x) * s)
 
@@ -111,8 +112,8 @@ def sample_ising(model: IsingModel, theta: float, n: int, *, num_steps: int = 10
     r"""``n`` independent single-site Metropolis chains for ``model`` at temperature ``theta``.
 
     Each chain starts from uniform random spins; each step picks a site uniformly and flips it
-    with probability :math:`\min(1, \exp(\Delta_j/\theta))`, :math:`\Delta_j` the change of
-    :math:`T` (Appendix F.2.1 with the *current* spin). The final states are
+    with probability $\min(1, \exp(\Delta_j/\theta))$, $\Delta_j$ the change of
+    $T$ (Appendix F.2.1 with the *current* spin). The final states are
     returned.
 
     Returns:

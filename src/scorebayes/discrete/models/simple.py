@@ -1,23 +1,23 @@
 r"""One-dimensional count and binary models: Bernoulli, Poisson, Conway-Maxwell-Poisson, Poisson mixture.
 
 ========================  ==================================================  =============================================
-model                     unnormalised pmf                                    :math:`r_{j-}(x) = p(x^-)/p(x)`
+model                     unnormalised pmf                                    $r_{j-}(x) = p(x^-)/p(x)$
 ========================  ==================================================  =============================================
-Bernoulli (App. A.1)      :math:`\theta^x(1-\theta)^{1-x}`, cyclic flip       :math:`\theta^{1-2x}(1-\theta)^{2x-1}`
-Poisson (App. A.3)        :math:`\theta^x/x!`                                 :math:`x/\theta` (0 at :math:`x=0`)
-CMP (Section 4.1)         :math:`\theta_1^x (x!)^{-\theta_2}`                 :math:`x^{\theta_2}/\theta_1` (0 at :math:`x=0`)
-Poisson mixture (A.4)     :math:`(1-\theta)\,\text{Poi}(\lambda_1) + \theta\,\text{Poi}(\lambda_2)`  from the pmf
+Bernoulli (App. A.1)      $\theta^x(1-\theta)^{1-x}$, cyclic flip       $\theta^{1-2x}(1-\theta)^{2x-1}$
+Poisson (App. A.3)        $\theta^x/x!$                                 $x/\theta$ (0 at $x=0$)
+CMP (Section 4.1)         $\theta_1^x (x!)^{-\theta_2}$                 $x^{\theta_2}/\theta_1$ (0 at $x=0$)
+Poisson mixture (A.4)     $(1-\theta)\,\text{Poi}(\lambda_1) + \theta\,\text{Poi}(\lambda_2)$  from the pmf
 ========================  ==================================================  =============================================
 
-All observations are ``x [n, 1]``. :func:`sample_cmp` is an exact sampler (inverse CDF on a
+All observations are ``x [n, 1]``. [`sample_cmp()`][scorebayes.discrete.models.simple.sample_cmp] is an exact sampler (inverse CDF on a
 truncated support with the normalisation computed in log space).
 
 References:
-    | Generalised Bayesian Inference for Discrete Intractable Likelihood
-    | (Matsubara, Knoblauch, Briol and Oates, 2023), Section 4.1 and Appendix A
-    | https://arxiv.org/abs/2206.08420
-    | A useful distribution for fitting discrete data: revival of the Conway-Maxwell-Poisson
-    | distribution (Shmueli, Minka, Kadane, Borle and Boatwright, 2005)
+    - Generalised Bayesian Inference for Discrete Intractable Likelihood
+      (Matsubara, Knoblauch, Briol and Oates, 2023), Section 4.1 and Appendix A
+      <https://arxiv.org/abs/2206.08420>
+    - A useful distribution for fitting discrete data: revival of the Conway-Maxwell-Poisson
+      distribution (Shmueli, Minka, Kadane, Borle and Boatwright, 2005)
 """
 
 from __future__ import annotations
@@ -65,10 +65,10 @@ def _log_safe(x: Tensor) -> Tensor:
 
 
 class BernoulliModel(ExponentialFamilyModel):
-    r"""Bernoulli(:math:`\theta`) on :math:`\{0, 1\}` with the cyclic convention (App. A.1).
+    r"""Bernoulli($\theta$) on $\{0, 1\}$ with the cyclic convention (App. A.1).
 
-    :math:`\eta = \log\frac{\theta}{1-\theta}`, :math:`T(x) = x`; :math:`T_{j-} = 1-2x`,
-    :math:`T_{j+} = 2x-1`. Prior: Uniform(0, 1).
+    $\eta = \log\frac{\theta}{1-\theta}$, $T(x) = x$; $T_{j-} = 1-2x$,
+    $T_{j+} = 2x-1$. Prior: Uniform(0, 1).
     """
 
     def __init__(self):
@@ -96,8 +96,8 @@ class BernoulliModel(ExponentialFamilyModel):
 
 
 class PoissonModel(ExponentialFamilyModel):
-    r"""Poisson(:math:`\theta`) on :math:`\mathbb N_0` (App. A.3): :math:`\eta=\log\theta`,
-    :math:`T=x`, :math:`b=-\log x!`. Prior: :math:`\chi^2_3`."""
+    r"""Poisson($\theta$) on $\mathbb N_0$ (App. A.3): $\eta=\log\theta$,
+    $T=x$, $b=-\log x!$. Prior: $\chi^2_3$."""
 
     def __init__(self):
         self.domain = Domain.counts(1)
@@ -121,12 +121,12 @@ class PoissonModel(ExponentialFamilyModel):
 
 
 class CMPModel(ExponentialFamilyModel):
-    r"""Conway-Maxwell-Poisson :math:`\tilde p_\theta(x) = \theta_1^x (x!)^{-\theta_2}` on :math:`\mathbb N_0`.
+    r"""Conway-Maxwell-Poisson $\tilde p_\theta(x) = \theta_1^x (x!)^{-\theta_2}$ on $\mathbb N_0$.
 
-    :math:`\eta = (\log\theta_1, -\theta_2)`, :math:`T = (x, \log x!)`, so
-    :math:`\log r_{j-} = \theta_2\log x - \log\theta_1` and
-    :math:`\log r_{j+} = \theta_2\log(x+1) - \log\theta_1`. :math:`\theta_2 = 1` is Poisson,
-    :math:`\theta_2 < 1` over-dispersed. Prior: :math:`\chi^2_3` on each parameter (Section 4.1).
+    $\eta = (\log\theta_1, -\theta_2)$, $T = (x, \log x!)$, so
+    $\log r_{j-} = \theta_2\log x - \log\theta_1$ and
+    $\log r_{j+} = \theta_2\log(x+1) - \log\theta_1$. $\theta_2 = 1$ is Poisson,
+    $\theta_2 < 1$ over-dispersed. Prior: $\chi^2_3$ on each parameter (Section 4.1).
     """
 
     def __init__(self):
@@ -151,7 +151,7 @@ class CMPModel(ExponentialFamilyModel):
 
 
 def cmp_log_normaliser(theta: Tensor, max_value: int = 99) -> Tensor:
-    r""":math:`\log Z_\theta \approx \log\sum_{y=0}^{Y}\theta_1^y (y!)^{-\theta_2}` for ``theta [B, 2]`` -> ``[B]``."""
+    r"""$\log Z_\theta \approx \log\sum_{y=0}^{Y}\theta_1^y (y!)^{-\theta_2}$ for ``theta [B, 2]`` -> ``[B]``."""
     y = torch.arange(max_value + 1, dtype=theta.dtype)
     logp = y * theta[:, :1].log() - theta[:, 1:] * torch.lgamma(y + 1)
     return torch.logsumexp(logp, dim=-1)
@@ -159,17 +159,17 @@ def cmp_log_normaliser(theta: Tensor, max_value: int = 99) -> Tensor:
 
 def sample_cmp(theta: Tensor, n: int, *, generator: torch.Generator | None = None,
                max_value: int = 1000) -> Tensor:
-    r"""Exact CMP draws by inverse CDF on :math:`\{0, \dots, Y\}` (``Y = max_value``).
+    r"""Exact CMP draws by inverse CDF on $\{0, \dots, Y\}$ (``Y = max_value``).
 
     Arguments:
-        theta: ``[2]`` or ``[B, 2]`` with :math:`\theta_1 > 0`, :math:`\theta_2 \ge 0`.
+        theta: ``[2]`` or ``[B, 2]`` with $\theta_1 > 0$, $\theta_2 \ge 0$.
         n: draws per parameter.
 
     Returns:
         ``[n, 1]`` for ``theta [2]``, else ``[B, n, 1]`` (float64, integer values).
 
     Raises:
-        ValueError: if more than :math:`10^{-10}` of the mass lies beyond ``max_value``.
+        ValueError: if more than $10^{-10}$ of the mass lies beyond ``max_value``.
     """
     theta = torch.as_tensor(theta, dtype=torch.float64)
     single = theta.dim() == 1
@@ -190,8 +190,8 @@ def sample_cmp(theta: Tensor, n: int, *, generator: torch.Generator | None = Non
 
 
 class PoissonMixtureModel(DiscreteModel):
-    r""":math:`p_\theta = (1-\theta)\,\text{Poi}(\lambda_1) + \theta\,\text{Poi}(\lambda_2)`, unknown weight
-    :math:`\theta\in(0,1)` (App. A.4). Not an exponential family: ratios come from the pmf."""
+    r"""$p_\theta = (1-\theta)\,\text{Poi}(\lambda_1) + \theta\,\text{Poi}(\lambda_2)$, unknown weight
+    $\theta\in(0,1)$ (App. A.4). Not an exponential family: ratios come from the pmf."""
 
     def __init__(self, rate1: float = 5.0, rate2: float = 60.0):
         self.domain = Domain.counts(1)

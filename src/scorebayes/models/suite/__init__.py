@@ -1,6 +1,6 @@
 r"""A suite of small i.i.d. simulation models with exact posteriors.
 
-Each model is a :class:`~scorebayes.models.base.Model` with, besides the usual attributes
+Each model is a `Model` with, besides the usual attributes
 (``prior`` with event shape ``[d]``, a batched ``simulator`` ``theta [B, d] -> x [B, n, p]``,
 ``true_parameters``, ``n_obs``, ``obs_dim``, ``parameter_names``):
 
@@ -29,11 +29,11 @@ name                    model                                              d   n
 ``gandk``               g-and-k quantile distribution, U([0, 10]^4)        4   200    1   MCMC
 ======================  =================================================  ==  =====  ==  ==========
 
-These models are not in :data:`scorebayes.models.MODELS`; build them with :data:`SUITE` or
-:func:`suite_models`. :func:`~.accuracy.check_posterior` compares a method's posterior with a
+These models are not in `scorebayes.models.MODELS`; build them with `SUITE` or
+`suite_models()`. `check_posterior()` compares a method's posterior with a
 model's exact moments (mean within 0.3 SD, SD within 25%).
 
-Example:
+Examples:
     >>> from scorebayes.models.suite import check_posterior, suite_models
     >>> import torch
     >>> (model,) = suite_models(["lognormal"])

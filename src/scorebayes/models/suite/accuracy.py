@@ -1,14 +1,16 @@
 r"""Is a posterior right? Its moments against a suite model's exact ones.
 
-For a method's posterior with mean :math:`\hat m` and SD :math:`\hat s` and the exact
-:math:`m, s` (``model.exact_moments(x_obs)``), per parameter
+For a method's posterior with mean $\hat m$ and SD $\hat s$ and the exact
+$m, s$ (``model.exact_moments(x_obs)``), per parameter
 
-.. math:: e_j = \frac{|\hat m_j - m_j|}{s_j}, \qquad r_j = \frac{\hat s_j}{s_j},
+$$
+e_j = \frac{|\hat m_j - m_j|}{s_j}, \qquad r_j = \frac{\hat s_j}{s_j},
+$$
 
-and the posterior passes when :math:`e_j \le 0.3` and :math:`|r_j - 1| \le 0.25` for every
-:math:`j` (the tolerances are arguments). The exact moments are themselves accurate to well
+and the posterior passes when $e_j \le 0.3$ and $|r_j - 1| \le 0.25$ for every
+$j$ (the tolerances are arguments). The exact moments are themselves accurate to well
 under 0.02 SD (conjugate: exact; quadrature: far below; g-and-k MCMC: about
-:math:`1/\sqrt{\mathrm{ESS}} \approx 0.007`), so they do not blur the check.
+$1/\sqrt{\mathrm{ESS}} \approx 0.007$), so they do not blur the check.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def check_moments(mean: Tensor, sd: Tensor, exact_mean: Tensor, exact_sd: Tensor
 
 def check_posterior(model: Model, x_obs: Tensor, posterior: Posterior | Tensor, *,
                     mean_tol: float = 0.3, sd_tol: float = 0.25) -> PosteriorCheck:
-    """Check a :class:`Posterior` (weights respected) or draws ``[S, d]`` against
+    """Check a [`Posterior`][scorebayes.posterior.Posterior] (weights respected) or draws ``[S, d]`` against
     ``model.exact_moments(x_obs)``."""
     if isinstance(posterior, Posterior):
         mean, sd = posterior.mean(), posterior.sd()

@@ -1,20 +1,22 @@
 r"""A box-constrained suite model with a broad uniform prior: Kumaraswamy data on (0, 1).
 
-The Kumaraswamy distribution (a Beta-like law on :math:`(0, 1)` with a closed-form quantile) has
+The Kumaraswamy distribution (a Beta-like law on $(0, 1)$ with a closed-form quantile) has
 
-.. math:: f(x \mid a, b) = a b\, x^{a-1} (1 - x^a)^{b-1}, \qquad
-          X = \big(1 - V^{1/b}\big)^{1/a}, \quad V \sim U(0, 1),
+$$
+f(x \mid a, b) = a b\, x^{a-1} (1 - x^a)^{b-1}, \qquad
+X = \big(1 - V^{1/b}\big)^{1/a}, \quad V \sim U(0, 1),
+$$
 
-so, unlike Beta data, the simulator is reparametrised (latent :math:`V`, a transform
-differentiable in :math:`(a, b)`). Prior :math:`U([0.5, 20]^2)`, ``n = 50``, truth
-:math:`(2, 5)`. The exact posterior (truncated to the box) is computed by 2-d quadrature
-(:mod:`.quadrature`).
+so, unlike Beta data, the simulator is reparametrised (latent $V$, a transform
+differentiable in $(a, b)$). Prior $U([0.5, 20]^2)$, ``n = 50``, truth
+$(2, 5)$. The exact posterior (truncated to the box) is computed by 2-d quadrature
+(`quadrature`).
 
 References:
-    | Kumaraswamy, A generalized probability density function for double-bounded random
-    | processes, Journal of Hydrology, 1980.
-    | Jones, Kumaraswamy's distribution: A beta-type distribution with some tractability
-    | advantages, Statistical Methodology, 2009.
+    - Kumaraswamy, A generalized probability density function for double-bounded random
+      processes, Journal of Hydrology, 1980.
+    - Jones, Kumaraswamy's distribution: A beta-type distribution with some tractability
+      advantages, Statistical Methodology, 2009.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ _OFFSET = 2.0**-54
 
 
 def kumaraswamy_log_density(x: Tensor, a: Tensor, b: Tensor) -> Tensor:
-    r"""Elementwise :math:`\log f(x \mid a, b)` (broadcasting), stable for :math:`x^a` near 1."""
+    r"""Elementwise $\log f(x \mid a, b)$ (broadcasting), stable for $x^a$ near 1."""
     logx = torch.log(x)
     log1m_xa = torch.log(-torch.expm1(a * logx))  # log(1 - x^a)
     return torch.log(a) + torch.log(b) + (a - 1) * logx + (b - 1) * log1m_xa

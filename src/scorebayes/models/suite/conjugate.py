@@ -1,26 +1,26 @@
 r"""Suite models with conjugate priors: the exact posterior in closed form.
 
-- :class:`SuiteGaussianMean`: :math:`X_i \sim \mathcal N(\theta, I_3)`, prior
-  :math:`\mathcal N(0, 3^2 I_3)`, ``n = 200``; posterior :math:`\mathcal N(m, v I_3)` with
-  :math:`v = (1/9 + n)^{-1}`, :math:`m = v \sum_i X_i`.
-- :class:`SuiteExponentialRate`: :math:`X_i \sim \mathrm{Exp}(\lambda)` (skewed data, a positive
-  parameter), prior :math:`\mathrm{Gamma}(2, 1)`, ``n = 100``; posterior
-  :math:`\mathrm{Gamma}(2 + n, 1 + \sum_i X_i)`.
-- :class:`LinearRegression5`: rows :math:`(x_i, y_i)` with covariates
-  :math:`x_i \sim \mathcal N(0, I_4)` simulated as part of the data (``p = 5``),
-  :math:`y_i = \beta_0 + x_i^\top \beta_{1:4} + \sigma \varepsilon_i`, :math:`\sigma = 1` known,
-  prior :math:`\mathcal N(0, 3^2 I_5)`, ``n = 1000``; posterior
-  :math:`\mathcal N(\Sigma D^\top y / \sigma^2, \Sigma)`,
-  :math:`\Sigma = (I/3^2 + D^\top D/\sigma^2)^{-1}`, :math:`D_i = (1, x_i^\top)`.
+- `SuiteGaussianMean`: $X_i \sim \mathcal N(\theta, I_3)$, prior
+  $\mathcal N(0, 3^2 I_3)$, ``n = 200``; posterior $\mathcal N(m, v I_3)$ with
+  $v = (1/9 + n)^{-1}$, $m = v \sum_i X_i$.
+- `SuiteExponentialRate`: $X_i \sim \mathrm{Exp}(\lambda)$ (skewed data, a positive
+  parameter), prior $\mathrm{Gamma}(2, 1)$, ``n = 100``; posterior
+  $\mathrm{Gamma}(2 + n, 1 + \sum_i X_i)$.
+- `LinearRegression5`: rows $(x_i, y_i)$ with covariates
+  $x_i \sim \mathcal N(0, I_4)$ simulated as part of the data (``p = 5``),
+  $y_i = \beta_0 + x_i^\top \beta_{1:4} + \sigma \varepsilon_i$, $\sigma = 1$ known,
+  prior $\mathcal N(0, 3^2 I_5)$, ``n = 1000``; posterior
+  $\mathcal N(\Sigma D^\top y / \sigma^2, \Sigma)$,
+  $\Sigma = (I/3^2 + D^\top D/\sigma^2)^{-1}$, $D_i = (1, x_i^\top)$.
 
-As in :class:`~scorebayes.models.gaussian.LinearRegression`, the regression posterior is the one
-conditional on the observed covariates: their density does not involve :math:`\beta`, so it
+As in `LinearRegression`, the regression posterior is the one
+conditional on the observed covariates: their density does not involve $\beta$, so it
 is also the exact posterior given the whole rows, but a method that learns from simulated rows
 must learn that the covariates carry no information.
 
 References:
-    | Gelman, Carlin, Stern, Dunson, Vehtari and Rubin, Bayesian Data Analysis, 3rd ed., 2013
-    | (conjugate models, Ch. 2-3 and 14).
+    - Gelman, Carlin, Stern, Dunson, Vehtari and Rubin, Bayesian Data Analysis, 3rd ed., 2013
+      (conjugate models, Ch. 2-3 and 14).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class SuiteGaussianMean(GaussianMean):
                          true_parameters=torch.tensor([-1.0, 0.0, 1.0], dtype=torch.float64))
 
     def exact_moments(self, x_obs: Tensor) -> tuple[Tensor, Tensor]:
-        r"""Posterior mean ``m`` and SD :math:`\sqrt v` ``[3]``."""
+        r"""Posterior mean ``m`` and SD $\sqrt v$ ``[3]``."""
         return _moments(self.posterior_distribution(x_obs))
 
     def summary_fn(self, x: Tensor) -> Tensor:
@@ -72,7 +72,7 @@ class SuiteExponentialRate(ExponentialRate):
         super().__init__(concentration=2.0, rate=1.0, n_obs=100, true_parameters=(2.0,))
 
     def exact_moments(self, x_obs: Tensor) -> tuple[Tensor, Tensor]:
-        r"""Posterior mean :math:`(a + n)/(b + \sum x)` and SD :math:`\sqrt{a + n}/(b + \sum x)`."""
+        r"""Posterior mean $(a + n)/(b + \sum x)$ and SD $\sqrt{a + n}/(b + \sum x)$."""
         return _moments(self.posterior_distribution(x_obs).marginals[0])
 
     def summary_fn(self, x: Tensor) -> Tensor:
@@ -136,7 +136,7 @@ class LinearRegression5(Model):
         return Posterior(draws, self.parameter_names, info={"method": "exact"})
 
     def summary_fn(self, x: Tensor) -> Tensor:
-        """Least-squares coefficients ``[B, 5]`` (sufficient with :math:`D^\\top D`, which is
-        close to :math:`n I` for these covariates)."""
+        r"""Least-squares coefficients ``[B, 5]`` (sufficient with $D^\top D$, which is
+        close to $n I$ for these covariates)."""
         D = self.design(x[..., :4])
         return torch.linalg.lstsq(D, x[..., 4:]).solution[..., 0]

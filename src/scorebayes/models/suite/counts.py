@@ -1,24 +1,26 @@
 r"""Suite models of counts: a negative binomial (quadrature) and a Poisson rate (conjugate).
 
-- :class:`NegativeBinomial`: overdispersed counts with mean :math:`\mu` and size :math:`r`,
+- `NegativeBinomial`: overdispersed counts with mean $\mu$ and size $r$,
 
-  .. math:: p(x \mid \mu, r) = \frac{\Gamma(x + r)}{\Gamma(r)\, x!}
-            \Big(\frac{r}{r + \mu}\Big)^r \Big(\frac{\mu}{r + \mu}\Big)^x, \qquad x = 0, 1, \dots,
+  $$
+  p(x \mid \mu, r) = \frac{\Gamma(x + r)}{\Gamma(r)\, x!}
+  \Big(\frac{r}{r + \mu}\Big)^r \Big(\frac{\mu}{r + \mu}\Big)^x, \qquad x = 0, 1, \dots,
+  $$
 
-  (variance :math:`\mu + \mu^2/r`), priors :math:`\mu \sim \mathrm{LogNormal}(1.5, 1)`,
-  :math:`r \sim \mathrm{Gamma}(2, 1)`, ``n = 300``, truth :math:`(5, 2)`; the exact posterior by
-  2-d quadrature (:mod:`.quadrature`), the likelihood summed over the distinct counts.
-- :class:`PoissonRate`: :math:`X_i \sim \mathrm{Poisson}(\lambda)`, prior
-  :math:`\mathrm{Gamma}(2, 0.5)`, ``n = 100``, truth 3; posterior
-  :math:`\mathrm{Gamma}(2 + \sum_i X_i, 0.5 + n)`.
+  (variance $\mu + \mu^2/r$), priors $\mu \sim \mathrm{LogNormal}(1.5, 1)$,
+  $r \sim \mathrm{Gamma}(2, 1)$, ``n = 300``, truth $(5, 2)$; the exact posterior by
+  2-d quadrature (`quadrature`), the likelihood summed over the distinct counts.
+- `PoissonRate`: $X_i \sim \mathrm{Poisson}(\lambda)$, prior
+  $\mathrm{Gamma}(2, 0.5)$, ``n = 100``, truth 3; posterior
+  $\mathrm{Gamma}(2 + \sum_i X_i, 0.5 + n)$.
 
 Counts cannot be reparametrised (the draws are not differentiable in the parameter), so both
 simulators are plain batched callables. The negative binomial is drawn by numpy's sampler
 (seeded from the torch generator); the Poisson by ``torch.poisson``.
 
 References:
-    | Hilbe, Negative Binomial Regression, 2nd ed., 2011 (the mean-size parametrisation).
-    | Gelman et al., Bayesian Data Analysis, 3rd ed., 2013, Sec. 2.6 (Poisson-gamma).
+    - Hilbe, Negative Binomial Regression, 2nd ed., 2011 (the mean-size parametrisation).
+    - Gelman et al., Bayesian Data Analysis, 3rd ed., 2013, Sec. 2.6 (Poisson-gamma).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def _f64(v: float) -> Tensor:
 
 
 def nb_log_pmf(x: Tensor, mu: Tensor, r: Tensor) -> Tensor:
-    r""":math:`\log p(x \mid \mu, r)` elementwise (broadcasting; ``x`` non-negative integers)."""
+    r"""$\log p(x \mid \mu, r)$ elementwise (broadcasting; ``x`` non-negative integers)."""
     return (torch.lgamma(x + r) - torch.lgamma(r) - torch.lgamma(x + 1)
             + r * (torch.log(r) - torch.log(r + mu)) + x * (torch.log(mu) - torch.log(r + mu)))
 
@@ -104,7 +106,7 @@ class PoissonRate(Model):
                          true_parameters=true_parameters, n_obs=n_obs, obs_dim=1)
 
     def posterior_distribution(self, x_obs: Tensor) -> Gamma:
-        r""":math:`\mathrm{Gamma}(a + \sum x, b + n)`."""
+        r"""$\mathrm{Gamma}(a + \sum x, b + n)$."""
         return Gamma(_f64(self.a) + x_obs.to(torch.float64).sum(), _f64(self.b + x_obs.shape[0]))
 
     def exact_moments(self, x_obs: Tensor) -> tuple[Tensor, Tensor]:

@@ -1,32 +1,36 @@
 r"""The g-and-k distribution: a quantile function with no closed-form density.
 
-With :math:`\theta = (A, B, g, k)`, :math:`B > 0`, :math:`k \ge 0` and :math:`c = 0.8`,
+With $\theta = (A, B, g, k)$, $B > 0$, $k \ge 0$ and $c = 0.8$,
 
-.. math:: Q(z; \theta) = A + B\,\Big(1 + c \tanh\frac{g z}{2}\Big)\, z\, (1 + z^2)^k,
-          \qquad X = Q(Z; \theta),\ Z \sim \mathcal N(0, 1),
+$$
+Q(z; \theta) = A + B\,\Big(1 + c \tanh\frac{g z}{2}\Big)\, z\, (1 + z^2)^k,
+\qquad X = Q(Z; \theta),\ Z \sim \mathcal N(0, 1),
+$$
 
-is the quantile function at level :math:`\Phi(z)`. The density has no closed form; it is
+is the quantile function at level $\Phi(z)$. The density has no closed form; it is
 
-.. math:: f(x; \theta) = \frac{\varphi(z)}{Q'(z; \theta)}, \qquad Q(z; \theta) = x,
+$$
+f(x; \theta) = \frac{\varphi(z)}{Q'(z; \theta)}, \qquad Q(z; \theta) = x,
+$$
 
-with :math:`Q'(z) = B (1 + z^2)^{k-1} \big[(1 + c t)(1 + (2k+1) z^2)
-+ \tfrac{c g}{2} (1 - t^2)\, z (1 + z^2)\big]`, :math:`t = \tanh(g z / 2)`, and :math:`z(x)`
-found numerically (:func:`gk_inverse`: vectorised Newton steps on
-:math:`\operatorname{asinh}((Q - A)/B)`, safeguarded by bisection). :func:`gk_log_density` is
-differentiable in :math:`\theta` through one final Newton step (whose derivative at the root is
-the implicit-function derivative :math:`-\partial_\theta Q / Q'`).
+with $Q'(z) = B (1 + z^2)^{k-1} \big[(1 + c t)(1 + (2k+1) z^2)
++ \tfrac{c g}{2} (1 - t^2)\, z (1 + z^2)\big]$, $t = \tanh(g z / 2)$, and $z(x)$
+found numerically (`gk_inverse()`: vectorised Newton steps on
+$\operatorname{asinh}((Q - A)/B)$, safeguarded by bisection). `gk_log_density()` is
+differentiable in $\theta$ through one final Newton step (whose derivative at the root is
+the implicit-function derivative $-\partial_\theta Q / Q'$).
 
-The suite's model (:class:`GAndK`) has a uniform prior on :math:`[0, 10]^4`, ``n = 200`` and the
-truth :math:`(3, 1, 2, 0.5)`; its exact posterior comes from long MCMC on this numerical
-likelihood (:mod:`scorebayes.models.suite.gandk_reference`).
+The suite's model (`GAndK`) has a uniform prior on $[0, 10]^4$, ``n = 200`` and the
+truth $(3, 1, 2, 0.5)$; its exact posterior comes from long MCMC on this numerical
+likelihood (`scorebayes.models.suite.gandk_reference`).
 
 References:
-    | Rayner and MacGillivray, Numerical maximum likelihood estimation for the g-and-k and
-    | generalized g-and-h distributions, Statistics and Computing, 2002.
-    | Prangle, gk: An R package for the g-and-k and generalised g-and-h distributions, 2017
-    | (https://arxiv.org/abs/1706.06889).
-    | Drovandi and Pettitt, Likelihood-free Bayesian estimation of multivariate quantile
-    | distributions, Computational Statistics & Data Analysis, 2011 (octile summaries).
+    - Rayner and MacGillivray, Numerical maximum likelihood estimation for the g-and-k and
+      generalized g-and-h distributions, Statistics and Computing, 2002.
+    - Prangle, gk: An R package for the g-and-k and generalised g-and-h distributions, 2017
+      (<https://arxiv.org/abs/1706.06889>).
+    - Drovandi and Pettitt, Likelihood-free Bayesian estimation of multivariate quantile
+      distributions, Computational Statistics & Data Analysis, 2011 (octile summaries).
 """
 
 from __future__ import annotations
@@ -61,13 +65,13 @@ def _split(theta: Tensor, like: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]
 
 
 def gk_quantile(z: Tensor, theta: Tensor) -> Tensor:
-    r""":math:`Q(z; \theta)` for ``z [B, ...]`` and ``theta [B, 4]`` (differentiable in both)."""
+    r"""$Q(z; \theta)$ for ``z [B, ...]`` and ``theta [B, 4]`` (differentiable in both)."""
     A, B, g, k = _split(theta, z)
     return A + B * (1 + C_SKEW * torch.tanh(0.5 * g * z)) * z * torch.exp(k * torch.log1p(z * z))
 
 
 def gk_log_qprime(z: Tensor, theta: Tensor) -> Tensor:
-    r""":math:`\log Q'(z; \theta)` for ``z [B, ...]``, ``theta [B, 4]`` (:math:`B > 0, k \ge 0`)."""
+    r"""$\log Q'(z; \theta)$ for ``z [B, ...]``, ``theta [B, 4]`` ($B > 0, k \ge 0$)."""
     _, B, g, k = _split(theta, z)
     t = torch.tanh(0.5 * g * z)
     z2 = z * z
@@ -77,7 +81,7 @@ def gk_log_qprime(z: Tensor, theta: Tensor) -> Tensor:
 
 
 def _h(z: Tensor, g: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
-    r""":math:`h(z) = \operatorname{asinh}((Q(z) - A)/B)` and :math:`h'(z)` (increasing in z)."""
+    r"""$h(z) = \operatorname{asinh}((Q(z) - A)/B)$ and $h'(z)$ (increasing in z)."""
     z2 = z * z
     power = torch.exp(k * torch.log1p(z2))
     t = torch.tanh(0.5 * g * z)
@@ -90,22 +94,22 @@ def _h(z: Tensor, g: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
 @torch.no_grad()
 def gk_inverse(x: Tensor, theta: Tensor, z0: Tensor | None = None, *, tol: float = 1e-12,
                max_iter: int = 200) -> Tensor:
-    r"""Solve :math:`Q(z; \theta_b) = x_{b,i}` for ``z [B, n]`` (``x [B, n]``, ``theta [B, 4]``).
+    r"""Solve $Q(z; \theta_b) = x_{b,i}$ for ``z [B, n]`` (``x [B, n]``, ``theta [B, 4]``).
 
-    Newton steps on :math:`h(z) = \operatorname{asinh}((Q(z) - A)/B)`, which is increasing and
-    close to linear in :math:`z` near 0 and in :math:`\log|z|` in the tails, safeguarded as in
-    Numerical Recipes' ``rtsafe``: a step that leaves the current bracket :math:`[lo, hi]`
-    (:math:`h(lo) \le h(x) \le h(hi)`), or that does not halve the previous one, is replaced by
-    bisection. An entry stops once its Newton step is below ``tol`` times :math:`1 + |z|`; the
+    Newton steps on $h(z) = \operatorname{asinh}((Q(z) - A)/B)$, which is increasing and
+    close to linear in $z$ near 0 and in $\log|z|$ in the tails, safeguarded as in
+    Numerical Recipes' ``rtsafe``: a step that leaves the current bracket $[lo, hi]$
+    ($h(lo) \le h(x) \le h(hi)$), or that does not halve the previous one, is replaced by
+    bisection. An entry stops once its Newton step is below ``tol`` times $1 + |z|$; the
     entries still running are compacted whenever they fall below half of those iterated.
 
     Arguments:
         x: data ``[B, n]``.
-        theta: parameters ``[B, 4]`` with :math:`B > 0` and :math:`k \ge 0`.
+        theta: parameters ``[B, 4]`` with $B > 0$ and $k \ge 0$.
         z0: optional warm start ``[B, n]`` (e.g. the roots at a nearby parameter).
 
     Returns:
-        ``z [B, n]`` in :math:`[-L, L]` (:data:`Z_LIMIT`).
+        ``z [B, n]`` in $[-L, L]$ (`Z_LIMIT`).
     """
     x = torch.as_tensor(x, dtype=torch.float64)
     theta = torch.as_tensor(theta, dtype=torch.float64)
@@ -145,11 +149,11 @@ def gk_inverse(x: Tensor, theta: Tensor, z0: Tensor | None = None, *, tol: float
 
 
 def gk_log_density(x: Tensor, theta: Tensor, z0: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    r"""Log density :math:`\log f(x_{b,i}; \theta_b)` ``[B, n]`` and the roots ``z [B, n]``.
+    r"""Log density $\log f(x_{b,i}; \theta_b)$ ``[B, n]`` and the roots ``z [B, n]``.
 
-    Differentiable in ``theta``: the root is refined by one Newton step on :math:`Q(z) - x` with
-    gradients on, whose derivative is :math:`-\partial_\theta Q / Q'` (the implicit derivative).
-    Data outside :math:`Q([-L, L])` get the density at :math:`z = \pm L` (negligible).
+    Differentiable in ``theta``: the root is refined by one Newton step on $Q(z) - x$ with
+    gradients on, whose derivative is $-\partial_\theta Q / Q'$ (the implicit derivative).
+    Data outside $Q([-L, L])$ get the density at $z = \pm L$ (negligible).
     """
     z = gk_inverse(x, theta, z0)
     if theta.requires_grad:
@@ -161,7 +165,7 @@ def gk_log_density(x: Tensor, theta: Tensor, z0: Tensor | None = None) -> tuple[
 
 
 def gk_cdf(x: Tensor, theta: Tensor) -> Tensor:
-    r"""Distribution function :math:`F(x; \theta) = \Phi(z(x))`, ``x [B, n]``, ``theta [B, 4]``."""
+    r"""Distribution function $F(x; \theta) = \Phi(z(x))$, ``x [B, n]``, ``theta [B, 4]``."""
     z = gk_inverse(x, theta)
     return torch.special.ndtr(z)
 
@@ -170,7 +174,7 @@ def sample_quantiles(x: Tensor, q: Tensor) -> Tensor:
     r"""Sample quantiles ``[B, m]`` of the rows of ``x [B, n]`` at levels ``q [m]``.
 
     Linear interpolation between order statistics (``torch.quantile``'s default), by sorting,
-    so that any batch size works (``torch.quantile`` refuses inputs over :math:`2^{24}` entries).
+    so that any batch size works (``torch.quantile`` refuses inputs over $2^{24}$ entries).
     """
     s = torch.sort(x, dim=1).values
     pos = q.to(x.dtype) * (x.shape[1] - 1)
@@ -180,11 +184,11 @@ def sample_quantiles(x: Tensor, q: Tensor) -> Tensor:
 
 
 def octile_summaries(x: Tensor) -> Tensor:
-    r"""Robust summaries ``[B, 4]`` of samples ``x [B, n, 1]`` from the octiles :math:`E_1..E_7`.
+    r"""Robust summaries ``[B, 4]`` of samples ``x [B, n, 1]`` from the octiles $E_1..E_7$.
 
-    Location :math:`E_4`, scale :math:`E_6 - E_2`, skewness (Bowley)
-    :math:`(E_6 + E_2 - 2E_4)/(E_6 - E_2)` and kurtosis (Moors)
-    :math:`(E_7 - E_5 + E_3 - E_1)/(E_6 - E_2)` (Drovandi and Pettitt, 2011).
+    Location $E_4$, scale $E_6 - E_2$, skewness (Bowley)
+    $(E_6 + E_2 - 2E_4)/(E_6 - E_2)$ and kurtosis (Moors)
+    $(E_7 - E_5 + E_3 - E_1)/(E_6 - E_2)$ (Drovandi and Pettitt, 2011).
     """
     q = torch.arange(1, 8, dtype=x.dtype, device=x.device) / 8
     e = sample_quantiles(x[..., 0], q).T  # [7, B]

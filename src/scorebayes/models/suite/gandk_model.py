@@ -1,12 +1,12 @@
 r"""The g-and-k suite model: four parameters, a likelihood with no closed form.
 
-:math:`X_i = Q(Z_i; A, B, g, k)`, :math:`Z_i \sim \mathcal N(0, 1)` i.i.d. (the quantile function
-of :mod:`.gandk`), prior :math:`U([0, 10]^4)`, ``n = 200``, truth :math:`(3, 1, 2, 0.5)`, the
+$X_i = Q(Z_i; A, B, g, k)$, $Z_i \sim \mathcal N(0, 1)$ i.i.d. (the quantile function
+of `gandk`), prior $U([0, 10]^4)$, ``n = 200``, truth $(3, 1, 2, 0.5)$, the
 standard benchmark of Allingham, King and Mengersen (2009, Bayesian estimation of quantile
 distributions, Statistics and Computing) and Drovandi and Pettitt (2011). The simulator is
-reparametrised (latent :math:`Z`, transform :math:`Q`, differentiable in the parameters). The
+reparametrised (latent $Z$, transform $Q$, differentiable in the parameters). The
 exact posterior is a long MCMC run on the numerically computed likelihood
-(:func:`~.gandk_reference.gandk_mcmc`, about 20 s per data set on one core, cached per data set);
+(`gandk_mcmc()`, about 20 s per data set on one core, cached per data set);
 the summaries are the octile-based robust location, scale, skewness and kurtosis.
 """
 
@@ -52,7 +52,7 @@ class GAndK(Model):
         self.mcmc_settings = {"chains": int(chains), "min_ess": float(min_ess), "seed": int(seed)}
 
     def mcmc(self, x_obs: Tensor, num: int = 0):
-        """The reference MCMC run (:class:`~.mcmc.MCMCResult`), with at least ``num`` draws."""
+        """The reference MCMC run (`MCMCResult`), with at least ``num`` draws."""
         iterations = max(200, math.ceil(num / self.mcmc_settings["chains"]))
         return gandk_mcmc(x_obs, iterations=iterations, max_iterations=max(2000, iterations),
                           **self.mcmc_settings)

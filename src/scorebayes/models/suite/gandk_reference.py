@@ -1,15 +1,15 @@
 r"""The exact g-and-k posterior by long MCMC on the numerically computed likelihood.
 
-The log posterior under the suite's uniform prior on :math:`[0, 10]^4` is
-:math:`\sum_i \log f(x_i; \theta)` inside the box (:func:`~.gandk.gk_log_density`; each chain
-keeps the roots :math:`z_i` of its current parameter as the next warm start). The run:
+The log posterior under the suite's uniform prior on $[0, 10]^4$ is
+$\sum_i \log f(x_i; \theta)$ inside the box (`gk_log_density()`; each chain
+keeps the roots $z_i$ of its current parameter as the next warm start). The run:
 
-1. a starting point from the octiles (:math:`A_0` the median, :math:`B_0` the interquartile
-   range over 1.349, :math:`g_0 = 0`, :math:`k_0 = 0.1`), improved to the posterior mode by
+1. a starting point from the octiles ($A_0$ the median, $B_0$ the interquartile
+   range over 1.349, $g_0 = 0$, $k_0 = 0.1$), improved to the posterior mode by
    L-BFGS-B with exact gradients, and the Laplace covariance there (finite differences of
    the gradient);
 2. ``chains`` chains started from the mode plus twice the Laplace spread (over-dispersed, so
-   R-hat can detect chains that have not mixed), run by :func:`~.mcmc.run_mcmc` with a fixed
+   R-hat can detect chains that have not mixed), run by `run_mcmc()` with a fixed
    seed until R-hat < 1.01 and bulk ESS > ``min_ess`` for every parameter (a
    ``RuntimeWarning`` if ``max_iterations`` come first).
 
@@ -94,7 +94,7 @@ def gandk_mcmc(x_obs: Tensor, *, chains: int = 128, min_ess: float = 20_000.0, s
     r"""The g-and-k posterior's MCMC run on ``x_obs [n, 1]`` (cached per data set and settings).
 
     Returns:
-        :class:`~.mcmc.MCMCResult` with ``draws [chains, S, 4]``, R-hat, bulk ESS, the
+        `MCMCResult` with ``draws [chains, S, 4]``, R-hat, bulk ESS, the
         independence-step acceptance rate and the run's seconds.
     """
     x = torch.as_tensor(x_obs, dtype=torch.float64).reshape(-1)

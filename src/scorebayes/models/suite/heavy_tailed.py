@@ -1,17 +1,19 @@
 r"""A heavy-tailed suite model: Student-t location-scale data with 3 degrees of freedom.
 
-.. math:: X_i = \ell + s\, \frac{Z_0}{\sqrt{(Z_1^2 + Z_2^2 + Z_3^2)/3}}, \qquad
-          Z_j \sim \mathcal N(0, 1),
+$$
+X_i = \ell + s\, \frac{Z_0}{\sqrt{(Z_1^2 + Z_2^2 + Z_3^2)/3}}, \qquad
+Z_j \sim \mathcal N(0, 1),
+$$
 
-i.e. :math:`X_i \sim t_3(\ell, s)` with density
-:math:`\frac{\Gamma(2)}{\Gamma(3/2)\sqrt{3\pi}\, s}\big(1 + \frac{(x - \ell)^2}{3 s^2}\big)^{-2}`
-(finite variance, infinite kurtosis). Priors :math:`\ell \sim \mathcal N(0, 5^2)`,
-:math:`s \sim \mathrm{LogNormal}(0, 1)`, ``n = 100``, truth :math:`(1, 2)`. The simulator is
+i.e. $X_i \sim t_3(\ell, s)$ with density
+$\frac{\Gamma(2)}{\Gamma(3/2)\sqrt{3\pi}\, s}\big(1 + \frac{(x - \ell)^2}{3 s^2}\big)^{-2}$
+(finite variance, infinite kurtosis). Priors $\ell \sim \mathcal N(0, 5^2)$,
+$s \sim \mathrm{LogNormal}(0, 1)$, ``n = 100``, truth $(1, 2)$. The simulator is
 reparametrised: the latents are the four normals, the transform is the display above. The
-exact posterior is computed by 2-d quadrature (:mod:`.quadrature`).
+exact posterior is computed by 2-d quadrature (`quadrature`).
 
 References:
-    | Lange, Little and Taylor, Robust statistical modeling using the t distribution, JASA, 1989.
+    - Lange, Little and Taylor, Robust statistical modeling using the t distribution, JASA, 1989.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ __all__ = ["StudentT", "student_log_density"]
 
 
 def student_log_density(x: Tensor, loc: Tensor, scale: Tensor, df: float) -> Tensor:
-    r"""Elementwise :math:`\log t_\nu(x; \ell, s)` (broadcasting)."""
+    r"""Elementwise $\log t_\nu(x; \ell, s)$ (broadcasting)."""
     const = math.lgamma(0.5 * (df + 1)) - math.lgamma(0.5 * df) - 0.5 * math.log(df * math.pi)
     y = (x - loc) / scale
     return const - torch.log(scale) - 0.5 * (df + 1) * torch.log1p(y * y / df)

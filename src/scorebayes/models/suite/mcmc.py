@@ -1,22 +1,22 @@
 r"""Long vectorised Metropolis-Hastings runs, for reference posteriors of numerical likelihoods.
 
-``C`` chains run in parallel on a log target :math:`\log \pi(\theta)` that is evaluated for all
-chains at once and may carry a per-chain auxiliary state (e.g. the roots :math:`z_i` of a
+``C`` chains run in parallel on a log target $\log \pi(\theta)$ that is evaluated for all
+chains at once and may carry a per-chain auxiliary state (e.g. the roots $z_i$ of a
 quantile equation at the current parameter, used as the next warm start). Two phases:
 
-1. *adaptation*: random-walk Metropolis :math:`\theta' = \theta + s L \varepsilon`, with
-   :math:`L L^\top` the covariance of the chains' pooled recent draws, re-estimated every
-   ``block`` steps, and :math:`s` tuned towards an acceptance rate of 0.234 (Haario, Saksman and
+1. *adaptation*: random-walk Metropolis $\theta' = \theta + s L \varepsilon$, with
+   $L L^\top$ the covariance of the chains' pooled recent draws, re-estimated every
+   ``block`` steps, and $s$ tuned towards an acceptance rate of 0.234 (Haario, Saksman and
    Tamminen 2001, An adaptive Metropolis algorithm, Bernoulli; Roberts, Gelman and Gilks 1997,
    Weak convergence and optimal scaling of random walk Metropolis algorithms);
 2. *sampling* with the kernels fixed: each iteration is an independence Metropolis-Hastings step
    from a multivariate Student-t (``df`` degrees of freedom) fitted to the adaptation draws,
-   followed by a random-walk step. Both leave :math:`\pi` invariant, so their composition does;
+   followed by a random-walk step. Both leave $\pi$ invariant, so their composition does;
    the independence step makes successive draws nearly independent when the posterior is
    close to the fitted t, and the random-walk step keeps the chains moving where it is not.
 
 The draws of the sampling phase, their rank-normalised split R-hat and bulk ESS (Vehtari et
-al. 2021, :mod:`scorebayes.diagnostics`) are returned; sampling is extended until every
+al. 2021, [`scorebayes.diagnostics`][scorebayes.diagnostics]) are returned; sampling is extended until every
 parameter's R-hat is below ``max_rhat`` and its ESS above ``min_ess``, or ``max_iterations``.
 """
 

@@ -1,18 +1,20 @@
 r"""A skewed positive-data suite model: log-normal observations.
 
-.. math:: X_i = \exp(\mu + \sigma Z_i), \qquad Z_i \sim \mathcal N(0, 1),
+$$
+X_i = \exp(\mu + \sigma Z_i), \qquad Z_i \sim \mathcal N(0, 1),
+$$
 
 with density
-:math:`\frac{1}{x \sigma \sqrt{2\pi}} \exp\big(-\frac{(\log x - \mu)^2}{2\sigma^2}\big)`
-(right-skewed; with :math:`\sigma = 0.8` the skewness is about 3.7). Priors
-:math:`\mu \sim \mathcal N(0, 2^2)`, :math:`\sigma \sim \mathrm{Gamma}(2, 2)` (not conjugate),
-``n = 500``, truth :math:`(0.5, 0.8)`. The simulator is reparametrised (latent :math:`Z`); the
-likelihood depends on the data through :math:`\sum \log x_i` and :math:`\sum (\log x_i)^2`; the
-exact posterior is computed by 2-d quadrature (:mod:`.quadrature`).
+$\frac{1}{x \sigma \sqrt{2\pi}} \exp\big(-\frac{(\log x - \mu)^2}{2\sigma^2}\big)$
+(right-skewed; with $\sigma = 0.8$ the skewness is about 3.7). Priors
+$\mu \sim \mathcal N(0, 2^2)$, $\sigma \sim \mathrm{Gamma}(2, 2)$ (not conjugate),
+``n = 500``, truth $(0.5, 0.8)$. The simulator is reparametrised (latent $Z$); the
+likelihood depends on the data through $\sum \log x_i$ and $\sum (\log x_i)^2$; the
+exact posterior is computed by 2-d quadrature (`quadrature`).
 
 References:
-    | Limpert, Stahel and Abbt, Log-normal distributions across the sciences: keys and clues,
-    | BioScience, 2001.
+    - Limpert, Stahel and Abbt, Log-normal distributions across the sciences: keys and clues,
+    - BioScience, 2001.
 """
 
 from __future__ import annotations

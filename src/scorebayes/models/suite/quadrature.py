@@ -1,23 +1,25 @@
 r"""Exact low-dimensional posteriors by quadrature on a grid adapted to the posterior.
 
-For an unnormalised log posterior :math:`\ell(\theta) = \log\pi(\theta) + \sum_i \log
-p(x_i \mid \theta)` on :math:`\mathbb R^d` (``d`` = 1 or 2 in practice), the posterior moments
-are computed by the midpoint rule on a box :math:`\prod_j [l_j, h_j]` of ``cells`` cells per
+For an unnormalised log posterior $\ell(\theta) = \log\pi(\theta) + \sum_i \log
+p(x_i \mid \theta)$ on $\mathbb R^d$ (``d`` = 1 or 2 in practice), the posterior moments
+are computed by the midpoint rule on a box $\prod_j [l_j, h_j]$ of ``cells`` cells per
 axis:
 
-.. math:: \mathbb E[\theta] \approx \frac{\sum_c w_c \theta_c}{\sum_c w_c}, \qquad
-          w_c = e^{\ell(\theta_c) - \max \ell}.
+$$
+\mathbb E[\theta] \approx \frac{\sum_c w_c \theta_c}{\sum_c w_c}, \qquad
+w_c = e^{\ell(\theta_c) - \max \ell}.
+$$
 
 The box is found in rounds: the posterior mode (L-BFGS-B from the model's starting point, with
 autograd gradients) and the Laplace standard deviations give a first box of ``width`` SDs each
 side; each coarse pass (``coarse`` cells per axis) re-centres it on the grid's mean with
 ``width`` of the grid's SDs each side, always clipped to the prior's support. The final pass
 checks that the outermost cells of every side not on the support's edge carry negligible mass
-(:math:`< 10^{-9}` of the largest marginal cell) and widens the box until they do. For a smooth
+($< 10^{-9}$ of the largest marginal cell) and widens the box until they do. For a smooth
 posterior with ``width = 8`` and 300 cells (a cell is about 1/19 SD), the midpoint rule's error
-is far below :math:`10^{-3}` SD; draws pick a cell by its weight and a uniform point inside it.
+is far below $10^{-3}$ SD; draws pick a cell by its weight and a uniform point inside it.
 
-:class:`QuadratureModel` gives a :class:`~scorebayes.models.base.Model` with a
+`QuadratureModel` gives a `Model` with a
 ``log_likelihood`` the cached grid, ``exact_moments`` and ``reference_posterior``.
 """
 
@@ -179,7 +181,7 @@ def grid_draws(grid: Grid, num: int, generator: torch.Generator | None = None) -
 
 
 class QuadratureModel(Model, metaclass=ABCMeta):
-    r"""A :class:`Model` whose exact posterior is computed by :func:`grid_posterior`.
+    r"""A `Model` whose exact posterior is computed by `grid_posterior()`.
 
     Subclasses define ``log_likelihood(theta [B, d], x_obs [n, p]) -> [B]`` (differentiable in
     ``theta``) and ``start(x_obs) -> [d]`` (e.g. a moment estimate inside the support); the grid
@@ -190,7 +192,7 @@ class QuadratureModel(Model, metaclass=ABCMeta):
 
     @abstractmethod
     def log_likelihood(self, theta: Tensor, x_obs: Tensor) -> Tensor:
-        r"""``[B]``: :math:`\sum_i \log p(x_i \mid \theta_b)` for ``theta [B, d]``."""
+        r"""``[B]``: $\sum_i \log p(x_i \mid \theta_b)$ for ``theta [B, d]``."""
 
     @abstractmethod
     def start(self, x_obs: Tensor) -> Tensor:

@@ -1,11 +1,11 @@
 r"""Checks of a fitted Langevin-SBI estimator: the fit's verdict and the simulation-based checks
 it draws on.
 
-- :mod:`~scorebayes.sbi.checks.verdict`: :func:`check_fit`, the verdict (pass, warn, fail) every
+- [`verdict`][scorebayes.sbi.checks.verdict]: [`check_fit()`][scorebayes.sbi.checks.verdict.check_fit], the verdict (pass, warn, fail) every
   fit ends with;
-- :mod:`~scorebayes.sbi.checks.score_mean`: the score-mean test at a parameter;
-- :mod:`~scorebayes.sbi.checks.calibration`: simulation-based calibration of the whole pipeline;
-- :mod:`~scorebayes.sbi.checks.simulated`: the data sets they simulate, through the tables' fault
+- [`score_mean`][scorebayes.sbi.checks.score_mean]: the score-mean test at a parameter;
+- [`calibration`][scorebayes.sbi.checks.calibration]: simulation-based calibration of the whole pipeline;
+- `simulated`: the data sets they simulate, through the tables' fault
   handling.
 """
 

@@ -1,30 +1,30 @@
-r"""Simulation-based calibration of a fitted :class:`~scorebayes.sbi.ScoreLangevin` where it was trained.
+r"""Simulation-based calibration of a fitted [`ScoreLangevin`][scorebayes.sbi.estimator.ScoreLangevin] where it was trained.
 
 A posterior from a learned score can be checked without the exact posterior (Talts et al. 2018):
-draw :math:`\theta_i \sim \pi`, simulate :math:`x_i \sim p(x\mid\theta_i)` and sample
-:math:`\pi(\theta\mid x_i) \propto \pi(\theta)\,p(x_i\mid\theta)`. If the posterior is right, the
-rank of :math:`\theta_{ij}` among the draws of parameter :math:`j` is uniform on (0, 1), so
+draw $\theta_i \sim \pi$, simulate $x_i \sim p(x\mid\theta_i)$ and sample
+$\pi(\theta\mid x_i) \propto \pi(\theta)\,p(x_i\mid\theta)$. If the posterior is right, the
+rank of $\theta_{ij}$ among the draws of parameter $j$ is uniform on (0, 1), so
 
-- a central :math:`\ell` interval covers :math:`\theta_{ij}` with probability :math:`\ell`
-  (coverage below :math:`\ell`: posteriors too narrow, or misplaced);
-- the standardised error :math:`z_{ij} = (\bar\theta_{ij} - \theta_{ij})/\mathrm{sd}_{ij}` has
+- a central $\ell$ interval covers $\theta_{ij}$ with probability $\ell$
+  (coverage below $\ell$: posteriors too narrow, or misplaced);
+- the standardised error $z_{ij} = (\bar\theta_{ij} - \theta_{ij})/\mathrm{sd}_{ij}$ has
   mean 0 (a mean of one sign: a shared bias of the learned score).
 
-A score learned from a table drawn from :math:`q` (the localized proposal) is only trusted where
-the table put mass, so the default check uses :math:`q` itself as :math:`\pi`: the chains run on
-the learned likelihood score plus :math:`\nabla_u\log q_u`. With ``at=theta`` every data set is
+A score learned from a table drawn from $q$ (the localized proposal) is only trusted where
+the table put mass, so the default check uses $q$ itself as $\pi$: the chains run on
+the learned likelihood score plus $\nabla_u\log q_u$. With ``at=theta`` every data set is
 drawn at one parameter and the chains use the model's prior: the frequentist coverage at
-:math:`\theta` that the papers' tables report over repetitions, here with one fit (the networks
+$\theta$ that the papers' tables report over repetitions, here with one fit (the networks
 are amortised over data sets near the observed one).
 
-The chains are :meth:`~scorebayes.sbi.ScoreLangevin.sample`'s: unadjusted Langevin in
-:math:`u`, step :math:`\tau_i = \kappa/\lambda_{\max,i}` per data set
-(:func:`~scorebayes.samplers.langevin.curvature_step_size`), reflected into
-:meth:`~scorebayes.sbi.ScoreLangevin.chain_box` of each data set; all data sets run together.
+The chains are [`sample()`][scorebayes.sbi.estimator.ScoreLangevin.sample]'s: unadjusted Langevin in
+$u$, step $\tau_i = \kappa/\lambda_{\max,i}$ per data set
+([`curvature_step_size()`][scorebayes.samplers.langevin.curvature_step_size]), reflected into
+[`chain_box()`][scorebayes.sbi.estimator.ScoreLangevin.chain_box] of each data set; all data sets run together.
 
 References:
-    | Validating Bayesian Inference Algorithms with Simulation-Based Calibration
-    | (Talts, Betancourt, Simpson, Vehtari, Gelman, 2018), https://arxiv.org/abs/1804.06788
+    - Validating Bayesian Inference Algorithms with Simulation-Based Calibration
+      (Talts, Betancourt, Simpson, Vehtari, Gelman, 2018), <https://arxiv.org/abs/1804.06788>
 """
 
 from __future__ import annotations
@@ -48,25 +48,25 @@ __all__ = ["Calibration", "calibrate", "check_options", "OPTIONS", "ScoreMeanTes
 
 @dataclass
 class Calibration:
-    r"""The outcome of :func:`calibrate` for ``M`` data sets and ``d`` parameters.
+    r"""The outcome of [`calibrate()`][scorebayes.sbi.checks.calibration.calibrate] for ``M`` data sets and ``d`` parameters.
 
     Attributes:
         names: the parameters' names, ``d``.
         theta: the parameters the data sets were drawn at, ``[M, d]``.
-        ranks: the rank of :math:`\theta_{ij}` among the ``L`` draws of data set ``i``,
-            :math:`(\#\{\text{draws} < \theta_{ij}\} + U)/(L + 1)`, ``U`` uniform, ``[M, d]``
+        ranks: the rank of $\theta_{ij}$ among the ``L`` draws of data set ``i``,
+            $(\#\{\text{draws} < \theta_{ij}\} + U)/(L + 1)$, ``U`` uniform, ``[M, d]``
             (Uniform(0, 1) if the draws are exact and independent).
         covered: whether the rank lies in the central ``level`` of (0, 1), i.e. the draws' central
-            interval holds :math:`\theta_{ij}`, ``[M, d]``.
-        z: :math:`(\bar\theta_{ij} - \theta_{ij})/\mathrm{sd}_{ij}` in ``u``, ``[M, d]``.
-        width: the draws' central ``level`` interval's width in :math:`\theta`, ``[M, d]``.
-        posterior_mean: the draws' mean in :math:`\theta`, ``[M, d]``.
+            interval holds $\theta_{ij}$, ``[M, d]``.
+        z: $(\bar\theta_{ij} - \theta_{ij})/\mathrm{sd}_{ij}$ in ``u``, ``[M, d]``.
+        width: the draws' central ``level`` interval's width in $\theta$, ``[M, d]``.
+        posterior_mean: the draws' mean in $\theta$, ``[M, d]``.
         level: the intervals' level.
         step_sizes: the chains' step size per data set, ``[M]``.
-        half_shift: :math:`|\bar u_{\text{first half}} - \bar u_{\text{second half}}|/\mathrm{sd}`
+        half_shift: $|\bar u_{\text{first half}} - \bar u_{\text{second half}}|/\mathrm{sd}$
             of each data set's draws over time, ``[M, d]`` (large values: burn-in too short).
         settings: the chain settings used.
-        draws: every data set's draws in :math:`\theta`, ``[M, L, d]``.
+        draws: every data set's draws in $\theta$, ``[M, L, d]``.
     """
 
     names: list[str]
@@ -91,8 +91,8 @@ class Calibration:
         return self.covered.double().mean(0)
 
     def coverage_se(self) -> Tensor:
-        r"""Monte Carlo standard error of :meth:`coverage` if it were ``level``:
-        :math:`\sqrt{\ell(1-\ell)/M}`, ``[d]``."""
+        r"""Monte Carlo standard error of [`coverage()`][scorebayes.sbi.checks.calibration.Calibration.coverage] if it were ``level``:
+        $\sqrt{\ell(1-\ell)/M}$, ``[d]``."""
         return torch.full((self.ranks.shape[1],), math.sqrt(self.level * (1 - self.level) / self.num_data_sets),
                           dtype=torch.float64)
 
@@ -101,7 +101,7 @@ class Calibration:
         return self.z.mean(0)
 
     def mean_z_se(self) -> Tensor:
-        """Standard error of :meth:`mean_z`, ``[d]``."""
+        """Standard error of [`mean_z()`][scorebayes.sbi.checks.calibration.Calibration.mean_z], ``[d]``."""
         return self.z.std(0) / math.sqrt(self.num_data_sets)
 
     def to_dict(self) -> dict[str, Any]:
@@ -155,7 +155,7 @@ OPTIONS = ("num_data_sets", "at", "chains", "draws_per_chain", "burn_in", "thin"
 
 
 def check_options(**options: Any) -> None:
-    """Check :func:`calibrate`'s options (names in ``OPTIONS``) before any work: ``ValueError``
+    """Check [`calibrate()`][scorebayes.sbi.checks.calibration.calibrate]'s options (names in ``OPTIONS``) before any work: ``ValueError``
     naming the first bad one (the CLI checks a config's ``calibration`` table with it before fitting)."""
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
@@ -195,11 +195,11 @@ def calibrate(
     r"""Simulation-based calibration of a fitted ``estimator`` (see the module docstring).
 
     Arguments:
-        estimator: a fitted :class:`~scorebayes.sbi.ScoreLangevin`.
-        num_data_sets: :math:`M`, data sets simulated at the estimator's data-set size.
+        estimator: a fitted [`ScoreLangevin`][scorebayes.sbi.estimator.ScoreLangevin].
+        num_data_sets: $M$, data sets simulated at the estimator's data-set size.
         prior: where the parameters come from and the chains' prior: a sampler with ``sample``
             and ``grad_log_prob_unconstrained`` (as ``estimator.proposal_``). Default: the
-            table's proposal (:math:`q`, or the model's prior without localization); with
+            table's proposal ($q$, or the model's prior without localization); with
             ``at``, the model's prior.
         at: ``[d]`` one parameter for every data set (frequentist coverage at it), or ``[M, d]``
             one per data set (coverage around a region, e.g. at posterior draws); the chains
@@ -210,12 +210,12 @@ def calibrate(
             them as to simulated ones.
         chains, draws_per_chain, burn_in, thin: per data set, ``chains`` chains that keep
             every ``thin``-th state after ``burn_in`` steps.
-        step_size_factor: :math:`\kappa` of the per-data-set step size.
+        step_size_factor: $\kappa$ of the per-data-set step size.
         level: the central intervals' level.
         seed: default the estimator's.
 
     Returns:
-        a :class:`Calibration`.
+        a [`Calibration`][scorebayes.sbi.checks.calibration.Calibration].
     """
     from ..sampling import prior_score_graph as _prior_score_graph
 

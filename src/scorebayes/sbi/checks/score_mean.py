@@ -1,12 +1,12 @@
 r"""The score-mean test: a learned likelihood score's mean over data sets simulated at one parameter.
 
-For the true likelihood score, :math:`\mathbb E_{x\sim p(x\mid\theta)}\nabla_u\log p(x\mid T(u)) = 0`
-at every :math:`\theta` (the first Bartlett identity), so the mean of the learned score over
-:math:`M` data sets simulated at :math:`\theta` is a cheap test of its bias: no sampling involved.
+For the true likelihood score, $\mathbb E_{x\sim p(x\mid\theta)}\nabla_u\log p(x\mid T(u)) = 0$
+at every $\theta$ (the first Bartlett identity), so the mean of the learned score over
+$M$ data sets simulated at $\theta$ is a cheap test of its bias: no sampling involved.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
-    | https://arxiv.org/abs/2509.03853
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+      <https://arxiv.org/abs/2509.03853>
 """
 
 from __future__ import annotations
@@ -26,23 +26,23 @@ __all__ = ["ScoreMeanTest", "score_mean_test", "score_shift"]
 
 @dataclass
 class ScoreMeanTest:
-    r"""The outcome of :func:`score_mean_test` at one parameter (``d`` parameters, in ``u``).
+    r"""The outcome of [`score_mean_test()`][scorebayes.sbi.checks.score_mean.score_mean_test] at one parameter (``d`` parameters, in ``u``).
 
     Attributes:
         names, theta: the parameters' names and the parameter tested, ``[d]``.
         mean, se: the learned score's mean over the data sets and its standard error, ``[d]``.
         t: ``mean / se`` (about N(0, 1) per parameter if the score is right).
-        shift: :math:`\hat I^{-1}\bar s` with :math:`\hat I` the scores' covariance (the Fisher
+        shift: $\hat I^{-1}\bar s$ with $\hat I$ the scores' covariance (the Fisher
             information for a true score): roughly how far the score's bias moves a posterior
-            that the data dominate, in ``u``; ``shift_sd`` divides it by :math:`\sqrt{(\hat I^{-1})_{jj}}`.
+            that the data dominate, in ``u``; ``shift_sd`` divides it by $\sqrt{(\hat I^{-1})_{jj}}$.
         prior_pull: where the *exact* posterior's mean sits relative to ``theta`` on average, to
-            first order (Laplace): :math:`H^{-1}\nabla_u\log\pi_u(u^*)` with
-            :math:`H = \hat I - \nabla_u^2\log\pi_u(u^*)`, in ``u``; ``prior_pull_sd`` divides it by
-            :math:`\sqrt{(H^{-1})_{jj}}`, the posterior SD. Even an exact posterior's intervals
+            first order (Laplace): $H^{-1}\nabla_u\log\pi_u(u^*)$ with
+            $H = \hat I - \nabla_u^2\log\pi_u(u^*)$, in ``u``; ``prior_pull_sd`` divides it by
+            $\sqrt{(H^{-1})_{jj}}$, the posterior SD. Even an exact posterior's intervals
             are off-centre at a fixed ``theta`` by about this much (coverage there is 0.95 only on
             average over the prior), so ``calibrate(at=theta)``'s mean z should be read against it.
-        information: :math:`\hat I`, the learned scores' covariance over the data sets ``[d, d]``
-            (in ``u``); posterior_cov: :math:`H^{-1}`, the Laplace posterior covariance ``[d, d]``.
+        information: $\hat I$, the learned scores' covariance over the data sets ``[d, d]``
+            (in ``u``); posterior_cov: $H^{-1}$, the Laplace posterior covariance ``[d, d]``.
     """
 
     names: list[str]
@@ -77,8 +77,8 @@ class ScoreMeanTest:
 
 def score_shift(mean: Tensor, information: Tensor) -> tuple[Tensor, Tensor]:
     r"""How far a score's mean ``[d]`` moves a posterior that the data dominate, given the scores'
-    covariance ``information [d, d]``: :math:`I^{-1}\bar s` in ``u``, and the same divided by
-    :math:`\sqrt{(I^{-1})_{jj}}` (in posterior SDs), ``([d], [d])``."""
+    covariance ``information [d, d]``: $I^{-1}\bar s$ in ``u``, and the same divided by
+    $\sqrt{(I^{-1})_{jj}}$ (in posterior SDs), ``([d], [d])``."""
     inverse = torch.linalg.pinv(information)
     shift = inverse @ mean
     return shift, shift / inverse.diagonal().clamp_min(1e-300).sqrt()
@@ -86,14 +86,14 @@ def score_shift(mean: Tensor, information: Tensor) -> tuple[Tensor, Tensor]:
 
 def score_mean_test(estimator, theta: Tensor, num_data_sets: int = 1000, *, seed: int | None = None) -> ScoreMeanTest:
     r"""Does the learned score have mean zero where it should? For the true likelihood score,
-    :math:`\mathbb E_{x\sim p(x\mid\theta)}\,\nabla_u\log p(x\mid T(u)) = 0` at every
-    :math:`\theta`: simulate ``num_data_sets`` data sets at ``theta [d]`` and test the learned
+    $\mathbb E_{x\sim p(x\mid\theta)}\,\nabla_u\log p(x\mid T(u)) = 0$ at every
+    $\theta$: simulate ``num_data_sets`` data sets at ``theta [d]`` and test the learned
     score's mean there (no sampling involved). It finds a biased score, not a badly scaled one
-    (a score 3x too large still has mean zero: :func:`calibrate` finds that). Also the exact
-    posterior's first-order offset at ``theta``, the prior's pull (:class:`ScoreMeanTest`).
+    (a score 3x too large still has mean zero: [`calibrate()`][scorebayes.sbi.checks.calibration.calibrate] finds that). Also the exact
+    posterior's first-order offset at ``theta``, the prior's pull ([`ScoreMeanTest`][scorebayes.sbi.checks.score_mean.ScoreMeanTest]).
 
     Returns:
-        a :class:`ScoreMeanTest`.
+        a [`ScoreMeanTest`][scorebayes.sbi.checks.score_mean.ScoreMeanTest].
     """
     estimator.likelihood_  # noqa: B018 - raises if the estimator is not fitted
     if isinstance(num_data_sets, bool) or not isinstance(num_data_sets, int) or num_data_sets < 10:

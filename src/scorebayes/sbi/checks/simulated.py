@@ -2,7 +2,7 @@
 calibration, score-mean test).
 
 Each check simulates data sets at chosen parameters, at the fitted data set's size, through the
-tables' fault handling (:meth:`~scorebayes.sbi.reference_tables.TableSource.simulate`: failed and
+tables' fault handling ([`simulate()`][scorebayes.sbi.reference_tables.TableSource.simulate]: failed and
 non-finite simulations are dropped and counted), smooths them as the tables were smoothed, and
 evaluates the learned likelihood score on their network views.
 """

@@ -1,26 +1,28 @@
 r"""The fit's verdict: cheap checks that say whether a learned posterior can be trusted.
 
-Every check uses the fitted :class:`~scorebayes.sbi.likelihood.LearnedLikelihoodScore` and
-:math:`M` data sets simulated at the learned posterior mean :math:`\hat u` (no new fit, no exact
-posterior). A true likelihood score :math:`S(u; \mathbf X) = \nabla_u\log p(\mathbf X\mid T(u))`
-obeys the two Bartlett identities at every :math:`u`,
+Every check uses the fitted [`LearnedLikelihoodScore`][scorebayes.sbi.likelihood.LearnedLikelihoodScore] and
+$M$ data sets simulated at the learned posterior mean $\hat u$ (no new fit, no exact
+posterior). A true likelihood score $S(u; \mathbf X) = \nabla_u\log p(\mathbf X\mid T(u))$
+obeys the two Bartlett identities at every $u$,
 
-.. math:: \mathbb E_{\mathbf X\sim p(\cdot\mid T(u))} S(u; \mathbf X) = 0, \qquad
-          \operatorname{Var} S(u; \mathbf X) = -\mathbb E\,\nabla_u S(u; \mathbf X) =: J,
+$$
+\mathbb E_{\mathbf X\sim p(\cdot\mid T(u))} S(u; \mathbf X) = 0, \qquad
+\operatorname{Var} S(u; \mathbf X) = -\mathbb E\,\nabla_u S(u; \mathbf X) =: J,
+$$
 
-so with :math:`\bar S`, :math:`\hat V` and :math:`\hat J` their averages over the :math:`M`
-data sets (:math:`\hat J` as the secant slope over :math:`\hat u \pm` one posterior SD):
+so with $\bar S$, $\hat V$ and $\hat J$ their averages over the $M$
+data sets ($\hat J$ as the secant slope over $\hat u \pm$ one posterior SD):
 
-- **bias** :math:`\delta = \hat V^{-1}\bar S`, per parameter in units of
-  :math:`\sqrt{(\hat V^{-1})_{jj}}`: how far the score's bias moves a posterior the data dominate,
-  in posterior standard deviations (standard error :math:`1/\sqrt M`). A score shifted by one
-  posterior SD gives :math:`\delta \approx 1`.
-- **scale** :math:`r_j`: the posterior draws' SD over the SD implied by the scores' spread,
-  :math:`\sqrt{\operatorname{diag}(\hat J\hat V^{-1}\hat J + H_\pi)^{-1}}` (the Godambe
-  information plus the prior's curvature :math:`H_\pi`; Laplace). For a right score
-  :math:`\hat J = \hat V` and :math:`r \approx 1`; a score :math:`c` times too large gives
-  :math:`r = c^{-1/2}`, a score that is right near :math:`\hat u` but too flat in the tails
-  gives :math:`r > 1` (standard error of :math:`\log r` about :math:`1/\sqrt{2M}`).
+- **bias** $\delta = \hat V^{-1}\bar S$, per parameter in units of
+  $\sqrt{(\hat V^{-1})_{jj}}$: how far the score's bias moves a posterior the data dominate,
+  in posterior standard deviations (standard error $1/\sqrt M$). A score shifted by one
+  posterior SD gives $\delta \approx 1$.
+- **scale** $r_j$: the posterior draws' SD over the SD implied by the scores' spread,
+  $\sqrt{\operatorname{diag}(\hat J\hat V^{-1}\hat J + H_\pi)^{-1}}$ (the Godambe
+  information plus the prior's curvature $H_\pi$; Laplace). For a right score
+  $\hat J = \hat V$ and $r \approx 1$; a score $c$ times too large gives
+  $r = c^{-1/2}$, a score that is right near $\hat u$ but too flat in the tails
+  gives $r > 1$ (standard error of $\log r$ about $1/\sqrt{2M}$).
 - **table**: the share of posterior draws farther than 3 SDs from the table's proposal mean
   (the score network extrapolates there), and the share at the edge of the trained region.
 - **chains**: start memory, R-hat and effective sample size of the draws.
@@ -30,9 +32,9 @@ posterior mean within 0.3 SD and the SD within 25%, by more than 2 standard erro
 (clearly beyond it, by more than 3 standard errors); the verdict is the worst.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
-    | Bartlett, "Approximate confidence intervals" (Biometrika, 1953): the score identities
-    | Godambe, "An optimum property of regular maximum likelihood estimation" (Ann. Math. Stat., 1960)
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    - Bartlett, "Approximate confidence intervals" (Biometrika, 1953): the score identities
+    - Godambe, "An optimum property of regular maximum likelihood estimation" (Ann. Math. Stat., 1960)
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ EDGE_LIMITS = (0.01, 0.05)
 
 @dataclass
 class FitCheck:
-    r"""The verdict of :func:`check_fit`.
+    r"""The verdict of [`check_fit()`][scorebayes.sbi.checks.verdict.check_fit].
 
     Attributes:
         verdict: ``"pass"``, ``"warn"`` or ``"fail"`` (the worst of the checks).
@@ -117,8 +119,8 @@ def _grade(excess_warn: float, excess_fail: float) -> int:
 
 
 def bartlett_statistics(likelihood, u_hat: Tensor, step: Tensor, x: list[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
-    r"""The bias :math:`\delta` ``[d]``, the scores' covariance :math:`\hat V` ``[d, d]`` and the
-    learned score's mean negative slope :math:`\hat J` ``[d, d]`` (symmetrised) at ``u_hat [d]``
+    r"""The bias $\delta$ ``[d]``, the scores' covariance $\hat V$ ``[d, d]`` and the
+    learned score's mean negative slope $\hat J$ ``[d, d]`` (symmetrised) at ``u_hat [d]``
     over data sets ``x`` (their network views, ``[m, p_net]`` each; module docstring). The slope is
     the secant over ``u_hat +- step [d]`` (the posterior's SDs): the curvature that sets the
     posterior's width, not a network's local wiggle."""
@@ -137,7 +139,7 @@ def bartlett_statistics(likelihood, u_hat: Tensor, step: Tensor, x: list[Tensor]
 
 def implied_sd(space, u_hat: Tensor, V: Tensor, J: Tensor) -> Tensor:
     r"""The posterior SDs ``[d]`` (in ``u``) that the learned score's spread implies at ``u_hat``:
-    :math:`\sqrt{\operatorname{diag}(J V^{-1} J - \nabla^2_u\log\pi_u(\hat u))^{-1}}`, the Godambe
+    $\sqrt{\operatorname{diag}(J V^{-1} J - \nabla^2_u\log\pi_u(\hat u))^{-1}}$, the Godambe
     (sandwich) information of the likelihood plus the prior's curvature (Laplace)."""
     prior_hessian = torch.autograd.functional.hessian(
         lambda v: space.log_prob_unconstrained(v[None]).sum(), u_hat.detach().to(torch.float64))
@@ -147,13 +149,13 @@ def implied_sd(space, u_hat: Tensor, V: Tensor, J: Tensor) -> Tensor:
 
 def check_fit(estimator, posterior: Posterior, *, num_data_sets: int = 200, seed: int | None = None,
               remedies: list[str] | None = None) -> FitCheck:
-    r"""Check a fitted :class:`~scorebayes.sbi.estimator.ScoreLangevin` and its ``posterior``.
+    r"""Check a fitted [`ScoreLangevin`][scorebayes.sbi.estimator.ScoreLangevin] and its ``posterior``.
 
     Simulates ``num_data_sets`` data sets of the observed size at the posterior mean (they are
     counted in ``estimator.simulations_["check"]``) and runs the checks of the module docstring.
 
     Returns:
-        a :class:`FitCheck`.
+        a [`FitCheck`][scorebayes.sbi.checks.verdict.FitCheck].
     """
     if isinstance(num_data_sets, bool) or not isinstance(num_data_sets, int) or num_data_sets < 20:
         raise ValueError(f"num_data_sets must be an integer >= 20, got {num_data_sets!r}")

@@ -1,49 +1,51 @@
 r"""Localization by sliced-Wasserstein minimum distance (Sec. 3.1, eq. 5/17, App. B.1).
 
-For replicates :math:`b = 1..B`, draw latents :math:`\mathbf Z^{(b)}_m` once (common random
+For replicates $b = 1..B$, draw latents $\mathbf Z^{(b)}_m$ once (common random
 numbers) and solve
 
-.. math:: \hat\theta^{(b)} = \arg\min_\theta\ \widehat{SW}_1\big(\tau(\theta, \mathbf Z^{(b)}_m),
-          \mathbf X^*_n\big), \qquad
-          \widehat{SW}_1(A, B) = \frac1L \sum_{l=1}^L W_1(\omega_l^\top A, \omega_l^\top B),
+$$
+\hat\theta^{(b)} = \arg\min_\theta\ \widehat{SW}_1\big(\tau(\theta, \mathbf Z^{(b)}_m),
+\mathbf X^*_n\big), \qquad
+\widehat{SW}_1(A, B) = \frac1L \sum_{l=1}^L W_1(\omega_l^\top A, \omega_l^\top B),
+$$
 
-with :math:`\omega_l` uniform on the unit sphere :math:`\mathbb S^{p-1}` (normalised
+with $\omega_l$ uniform on the unit sphere $\mathbb S^{p-1}$ (normalised
 Gaussians; each replicate has its own ``[L, p]`` set, so replicates stay independent),
 redrawn at every iteration unless ``fixed_directions``. In one dimension
-:math:`W_1(a, b) = \int_0^1 |F_a^{-1}(t) - F_b^{-1}(t)|\,dt`, which for :math:`m = n` is
-:math:`\frac1n\sum_i |a_{(i)} - b_{(i)}|` (sort, then mean absolute difference).
+$W_1(a, b) = \int_0^1 |F_a^{-1}(t) - F_b^{-1}(t)|\,dt$, which for $m = n$ is
+$\frac1n\sum_i |a_{(i)} - b_{(i)}|$ (sort, then mean absolute difference).
 
-The :math:`B` problems are solved jointly as one batch ``[B, d]`` by Adam in the
-unconstrained space :math:`u = T^{-1}(\theta)` (:class:`~scorebayes.priors.ParameterSpace`),
+The $B$ problems are solved jointly as one batch ``[B, d]`` by Adam in the
+unconstrained space $u = T^{-1}(\theta)$ ([`ParameterSpace`][scorebayes.priors.ParameterSpace]),
 with the learning rate decayed exponentially from ``lr[0]`` to ``lr[1]``; gradients flow
-through ``simulator.smooth_transform`` (the smooth indicator :math:`1/(1+e^{-500 t})` replaces
+through ``simulator.smooth_transform`` (the smooth indicator $1/(1+e^{-500 t})$ replaces
 hard 0/1 draws there). Replicates do not interact: the summed loss gives each its own
 gradient and Adam is coordinate-wise. Steps are taken in units of the prior's spread in
-:math:`u` (``step_scale="prior"``: :math:`u = u_0 + s\,v`, Adam on :math:`v`, :math:`s` the
-robust sd of prior draws of :math:`u`), so ``lr`` is relative to the prior's width; pass
-``step_scale=1.0`` for plain Adam on :math:`u`.
+$u$ (``step_scale="prior"``: $u = u_0 + s\,v$, Adam on $v$, $s$ the
+robust sd of prior draws of $u$), so ``lr`` is relative to the prior's width; pass
+``step_scale=1.0`` for plain Adam on $u$.
 
-The proposal is :math:`q_u = \mathcal N(\hat\mu, \operatorname{diag}\hat s^2)` with the mean and
-the (diagonal) standard deviation of :math:`\hat u^{(b)}`, as a
-:class:`~scorebayes.proposal.GaussianProposal`. Theorem 2: :math:`\|\hat\theta - \theta^*\| =
-O_p(n^{-1/2} + m^{-1/2})`. Cost: :math:`B \times \text{iterations} \times m/n`
-datasets of size :math:`n` (a pilot call with 2 data sets of size :math:`m` that validates
+The proposal is $q_u = \mathcal N(\hat\mu, \operatorname{diag}\hat s^2)$ with the mean and
+the (diagonal) standard deviation of $\hat u^{(b)}$, as a
+`GaussianProposal`. Theorem 2: $\|\hat\theta - \theta^*\| =
+O_p(n^{-1/2} + m^{-1/2})$. Cost: $B \times \text{iterations} \times m/n$
+datasets of size $n$ (a pilot call with 2 data sets of size $m$ that validates
 shapes is not counted).
 
 Simulators without ``latent``/``transform`` use a derivative-free fallback: replicate
-:math:`b` re-seeds its own generator ``make_generator(seed, "localize", "crn", b)`` at every
+$b$ re-seeds its own generator ``make_generator(seed, "localize", "crn", b)`` at every
 evaluation (common random numbers), uses ``num_directions`` fixed directions, and runs
-Nelder-Mead (scipy; adaptive for :math:`d > 2`) in the same scaled coordinates, stopping
+Nelder-Mead (scipy; adaptive for $d > 2$) in the same scaled coordinates, stopping
 when the simplex is smaller than ``tolerance`` or after ``max_evaluations``. Every
 evaluation is one simulated dataset of size ``m`` and is counted.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
-    | https://arxiv.org/abs/2509.03853 (Sec. 3.1, Theorem 2, App. B.1)
-    | On parameter estimation with the Wasserstein distance (Bernton, Jacob, Gerber,
-      Robert, 2019) | https://doi.org/10.1093/imaiai/iaz003
-    | Statistical and topological properties of sliced probability divergences (Nadjahi
-      et al., 2020) | https://arxiv.org/abs/2003.05783
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+      <https://arxiv.org/abs/2509.03853> (Sec. 3.1, Theorem 2, App. B.1)
+    - On parameter estimation with the Wasserstein distance (Bernton, Jacob, Gerber,
+      Robert, 2019) | <https://doi.org/10.1093/imaiai/iaz003>
+    - Statistical and topological properties of sliced probability divergences (Nadjahi
+      et al., 2020) | <https://arxiv.org/abs/2003.05783>
 """
 
 from __future__ import annotations
@@ -73,13 +75,13 @@ __all__ = ["Localization", "localize", "random_directions", "sliced_wasserstein"
 
 @dataclass(frozen=True)
 class Localization:
-    r"""Result of :func:`localize`.
+    r"""Result of [`localize()`][scorebayes.sbi.localization.minimum_distance.localize].
 
     Attributes:
-        theta_hat: :math:`\hat\theta^{(b)}`, ``[B, d]`` (constrained space).
-        u_hat: :math:`\hat u^{(b)} = T^{-1}(\hat\theta^{(b)})`, ``[B, d]``.
-        proposal: :math:`q` as a ``GaussianProposal`` (mean and sd of ``u_hat``).
-        simulations: cost in datasets of size ``n`` (:math:`B\times\text{iterations}\times m/n`).
+        theta_hat: $\hat\theta^{(b)}$, ``[B, d]`` (constrained space).
+        u_hat: $\hat u^{(b)} = T^{-1}(\hat\theta^{(b)})$, ``[B, d]``.
+        proposal: $q$ as a ``GaussianProposal`` (mean and sd of ``u_hat``).
+        simulations: cost in datasets of size ``n`` ($B\times\text{iterations}\times m/n$).
         seconds: wall-clock time.
         history: ``[iterations]`` mean loss over replicates per Adam step; for Nelder-Mead
             the mean best-so-far loss per evaluation ``[max evaluations]``.
@@ -88,7 +90,7 @@ class Localization:
         failed, nonfinite: simulations that raised or returned non-finite values (with
             ``on_simulator_error`` ``"skip"`` or ``"retry"``; non-finite ones are skipped in
             every mode), and ``dropped`` replicates whose final loss is not finite (left out of
-            :math:`q`).
+            $q$).
     """
 
     theta_hat: Tensor
@@ -113,18 +115,18 @@ def localize(
     max_evaluations: int | None = None, tolerance: float = 1e-4, executor: Executor | None = None,
     support: tuple[Tensor, Tensor] | None = None, on_simulator_error: str = "raise", retries: int = 3,
 ) -> Localization:
-    r"""Localize :math:`\theta^*` by sliced-Wasserstein minimum distance (module docstring).
+    r"""Localize $\theta^*$ by sliced-Wasserstein minimum distance (module docstring).
 
     Arguments:
-        simulator: a :class:`~scorebayes.simulators.Simulator`; with ``latent``/``transform``
+        simulator: a [`Simulator`][scorebayes.simulators.Simulator]; with ``latent``/``transform``
             (reparametrised) Adam is used, otherwise Nelder-Mead with common random numbers.
-        x_obs: observed data :math:`\mathbf X^*_n`, ``[n, p]`` (``[n]`` is read as ``p = 1``).
-        prior: ``Distribution`` with event shape ``[d]``; defines :math:`u = T^{-1}(\theta)`.
-        replicates: :math:`B`. iterations: Adam steps. num_directions: :math:`L`.
+        x_obs: observed data $\mathbf X^*_n$, ``[n, p]`` (``[n]`` is read as ``p = 1``).
+        prior: ``Distribution`` with event shape ``[d]``; defines $u = T^{-1}(\theta)$.
+        replicates: $B$. iterations: Adam steps. num_directions: $L$.
         restarts: Adam starts per replicate (prior draws), sharing the replicate's latents
-            and directions; the start with the smallest final :math:`\widehat{SW}_1` (on
+            and directions; the start with the smallest final $\widehat{SW}_1$ (on
             ``4 L`` common directions) is kept. The minimum-distance estimator is the global
-            minimiser, and on ridged objectives (M/G/1: :math:`\theta_1` against the service
+            minimiser, and on ridged objectives (M/G/1: $\theta_1$ against the service
             width) single starts stall far from it. Costs ``restarts`` times more.
         lr: Adam learning rate, constant or ``(start, end)`` with exponential decay.
         m: simulated dataset size (default ``n``).
@@ -141,28 +143,28 @@ def localize(
         max_evaluations: Nelder-Mead budget per replicate (default ``200 d``).
         tolerance: Nelder-Mead stops when the simplex is this small (in ``step_scale`` units).
         executor: runs Nelder-Mead replicates in parallel (Adam is one vectorised batch).
-        support: ``(low [d], high [d])``, a box of :math:`\theta` the estimate must lie in, e.g.
-            a data-dependent support (:meth:`scorebayes.models.mg1.MG1.support`: :math:`\theta_1
-            \le \min x`); Adam is projected onto it (starts clamped, every step clamped in
+        support: ``(low [d], high [d])``, a box of $\theta$ the estimate must lie in, e.g.
+            a data-dependent support (`scorebayes.models.mg1.MG1.support()`: $\theta_1
+            \le \min x$); Adam is projected onto it (starts clamped, every step clamped in
             ``u``), so the replicates cannot settle where the observed data are impossible.
             Beyond the paper; on the M/G/1 queue the unconstrained estimates spread along the
-            :math:`\theta_1`/width ridge, most of them above :math:`\min x`. Needs an
+            $\theta_1$/width ridge, most of them above $\min x$. Needs an
             elementwise prior space and ``method="adam"``.
         on_simulator_error, retries: fault handling, as for the tables
-            (:func:`scorebayes.tables.simulate_table`): with ``"raise"`` a simulator error stops
+            ([`scorebayes.tables.simulate_table()`][scorebayes.tables.simulate_table]): with ``"raise"`` a simulator error stops
             the search; with ``"skip"`` a failed simulation scores ``inf`` (Nelder-Mead moves
-            away from it) and a replicate whose loss is not finite is left out of :math:`q`;
+            away from it) and a replicate whose loss is not finite is left out of $q$;
             ``"retry"`` first tries ``retries`` times on other random numbers. The pilot call is
             tried ``retries`` times unless ``"raise"``.
 
     Returns:
-        :class:`Localization`.
+        [`Localization`][scorebayes.sbi.localization.minimum_distance.Localization].
 
     Raises:
         ValueError: bad observed data, dimension mismatch with the simulator, a simulator
             without gradients for Adam, or non-finite losses during the optimisation.
 
-    Example:
+    Examples:
         >>> from scorebayes.priors import independent
         >>> sim = Simulator(latent=lambda B, n, g: torch.randn(B, n, 1, generator=g,
         ...                                                    dtype=torch.float64),
@@ -219,7 +221,7 @@ def localize(
 
 def _replicates_proposal(space: ParameterSpace, u_hat: Tensor, loss: Tensor, min_sd: float,
                          drop_failed: bool) -> tuple[GaussianProposal, Tensor]:
-    """:math:`q`: the replicates' mean and SD in ``u`` (SDs floored at ``min_sd``), and which of
+    """$q$: the replicates' mean and SD in ``u`` (SDs floored at ``min_sd``), and which of
     ``u_hat [B, d]`` it used, ``[B]`` bool: all, or with ``drop_failed`` those with a finite loss
     (at least two of them, or all if ``B = 1``)."""
     kept = torch.isfinite(loss) if drop_failed else torch.ones(len(loss), dtype=torch.bool)

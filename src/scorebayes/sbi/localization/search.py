@@ -1,9 +1,9 @@
-r"""The two searches of :func:`scorebayes.sbi.localization.minimum_distance.localize`: a projected Adam over all replicates at
+r"""The two searches of [`scorebayes.sbi.localization.minimum_distance.localize()`][scorebayes.sbi.localization.minimum_distance.localize]: a projected Adam over all replicates at
 once (reparametrised simulators) and a Nelder-Mead per replicate with common random numbers.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
-    | https://arxiv.org/abs/2509.03853 (Sec. 3.1, App. B.1)
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+      <https://arxiv.org/abs/2509.03853> (Sec. 3.1, App. B.1)
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 r"""The sliced Wasserstein-1 distance between empirical distributions, and random directions.
 
-.. math:: \widehat{SW}_1(A, B) = \frac1L \sum_{l=1}^L W_1(\omega_l^\top A, \omega_l^\top B),
-          \qquad \omega_l \sim \mathrm{Uniform}(\mathbb S^{p-1}).
+$$
+\widehat{SW}_1(A, B) = \frac1L \sum_{l=1}^L W_1(\omega_l^\top A, \omega_l^\top B),
+\qquad \omega_l \sim \mathrm{Uniform}(\mathbb S^{p-1}).
+$$
 
 References:
-    | Statistical and topological properties of sliced probability divergences (Nadjahi
-      et al., 2020) | https://arxiv.org/abs/2003.05783
+    - Statistical and topological properties of sliced probability divergences (Nadjahi
+      et al., 2020) | <https://arxiv.org/abs/2003.05783>
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ __all__ = ["random_directions", "sliced_wasserstein"]
 def random_directions(
     num: int, dim: int, *, batch: Sequence[int] = (), generator: torch.Generator | None = None
 ) -> Tensor:
-    r"""Directions uniform on :math:`\mathbb S^{dim-1}`: ``[*batch, num, dim]`` float64."""
+    r"""Directions uniform on $\mathbb S^{dim-1}$: ``[*batch, num, dim]`` float64."""
     w = torch.randn(*batch, num, dim, generator=generator, dtype=torch.float64)
     return w / w.norm(dim=-1, keepdim=True)
 
@@ -30,12 +32,14 @@ def random_directions(
 def sliced_wasserstein(a: Tensor, b: Tensor, directions: Tensor) -> Tensor:
     r"""Monte Carlo sliced Wasserstein-1 distance between empirical distributions.
 
-    .. math:: \widehat{SW}_1(a, b) = \frac1L\sum_{l=1}^L \int_0^1
-              \big|F^{-1}_{\omega_l^\top a}(t) - F^{-1}_{\omega_l^\top b}(t)\big|\,dt.
+    $$
+    \widehat{SW}_1(a, b) = \frac1L\sum_{l=1}^L \int_0^1
+    \big|F^{-1}_{\omega_l^\top a}(t) - F^{-1}_{\omega_l^\top b}(t)\big|\,dt.
+    $$
 
-    For :math:`m = n` each term is the mean absolute difference of the sorted projections;
+    For $m = n$ each term is the mean absolute difference of the sorted projections;
     otherwise the step quantile functions are integrated exactly over the merged grid
-    :math:`\{i/m\} \cup \{j/n\}`. Differentiable in ``a`` (and ``b``).
+    $\{i/m\} \cup \{j/n\}$. Differentiable in ``a`` (and ``b``).
 
     Arguments:
         a: ``[..., m, p]`` point clouds (a batch).
@@ -45,7 +49,7 @@ def sliced_wasserstein(a: Tensor, b: Tensor, directions: Tensor) -> Tensor:
     Returns:
         ``[...]``, the distance for each cloud of ``a``.
 
-    Example:
+    Examples:
         >>> a, b = torch.tensor([[0.0], [1.0]]), torch.tensor([[2.0], [3.0], [2.5]])
         >>> sliced_wasserstein(a, b, torch.ones(1, 1))  # W1 between {0, 1} and {2, 2.5, 3}
         tensor(2.)

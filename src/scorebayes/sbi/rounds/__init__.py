@@ -1,10 +1,10 @@
 r"""Rounds of a Langevin-SBI fit after the first: tables moved or refined around a posterior, the
 trust-region iteration, and the remedies a failed check runs.
 
-- :mod:`~scorebayes.sbi.rounds.table_rounds`: the localized proposal, the first table round and
+- [`table_rounds`][scorebayes.sbi.rounds.table_rounds]: the localized proposal, the first table round and
   the later ones (refine, move, local debiasing corrections);
-- :mod:`~scorebayes.sbi.rounds.trust_region`: Laplace steps of a trust region in ``u``;
-- :mod:`~scorebayes.sbi.rounds.remedies`: what a failed check runs (a second round within the
+- [`trust_region`][scorebayes.sbi.rounds.trust_region]: Laplace steps of a trust region in ``u``;
+- `remedies`: what a failed check runs (a second round within the
   budget).
 """
 

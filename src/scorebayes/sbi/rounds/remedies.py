@@ -1,17 +1,17 @@
-r"""Automatic remedies for a fit that failed its check (:mod:`scorebayes.sbi.checks.verdict`).
+r"""Automatic remedies for a fit that failed its check ([`scorebayes.sbi.checks.verdict`][scorebayes.sbi.checks.verdict]).
 
 A failed check of the learned score (bias, scale) or of the table (draws beyond the table's
 proposal, draws at the edge of the trained region) has one remedy within reach of the fit: a
 second table round centred on the learned posterior, with a spread of twice its standard
-deviation in ``u`` (widened by :math:`1/r` when the check found the posterior :math:`r < 1` times
+deviation in ``u`` (widened by $1/r$ when the check found the posterior $r < 1$ times
 too narrow), so that the table is dense where the posterior lives and covers its tails:
 
-- single mode: :func:`~scorebayes.sbi.rounds.table_rounds.move_tables` (both tables redrawn, both networks
+- single mode: [`move_tables()`][scorebayes.sbi.rounds.table_rounds.move_tables] (both tables redrawn, both networks
   retrained);
-- modes n, full, markov: :func:`~scorebayes.sbi.rounds.table_rounds.refine_proposal` (a round added to the
+- modes n, full, markov: [`refine_proposal()`][scorebayes.sbi.rounds.table_rounds.refine_proposal] (a round added to the
   pooled table, the score network retrained on it).
 
-The round costs as much as the first (the plan's ``reserve``, :mod:`scorebayes.sbi.budget`);
+The round costs as much as the first (the plan's ``reserve``, `scorebayes.sbi.budget`);
 with a ``num_simulations`` budget it is only run if the budget still holds it. Checks of the chains (R-hat, effective
 draws, start memory) only warn and have no automatic remedy.
 """

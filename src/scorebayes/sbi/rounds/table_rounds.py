@@ -1,26 +1,26 @@
 r"""The estimator's rounds: the localized proposal, the first table round, and later rounds.
 
-Each round draws tables (:class:`~scorebayes.sbi.reference_tables.TableSource`), trains the
+Each round draws tables ([`TableSource`][scorebayes.sbi.reference_tables.TableSource]), trains the
 networks on them and sets the estimator's ``likelihood_``
-(:class:`~scorebayes.sbi.likelihood.LearnedLikelihoodScore`).
+([`LearnedLikelihoodScore`][scorebayes.sbi.likelihood.LearnedLikelihoodScore]).
 
-- :func:`first_round`: the tables from :math:`q` (or the prior), then score matching: in single
-  mode on :math:`\mathcal D^S` with the curvature penalty on :math:`\mathcal D^R` and the
+- [`first_round()`][scorebayes.sbi.rounds.table_rounds.first_round]: the tables from $q$ (or the prior), then score matching: in single
+  mode on $\mathcal D^S$ with the curvature penalty on $\mathcal D^R$ and the
   debiasing network (Algorithm 3); otherwise on whole data sets (Algorithm 2).
-- :func:`refine_proposal` (modes n, full, markov): a round around a posterior; the pooled table
-  is a sample of the rounds' mixture :math:`p(u) = \sum_r (N_r/N)\,q_r(u)`, whose score replaces
-  :math:`\nabla\log q` in the loss.
-- :func:`move_tables` (single mode): the tables redrawn from a Gaussian around the posterior and
-  both networks retrained (a trust-region round, :func:`scorebayes.sbi.rounds.trust_region.trust_region_fit`).
-- :func:`refine_debiasing`, :func:`refit_debiasing` (single mode): local corrections of
-  :math:`h_\psi` (:mod:`scorebayes.sbi.debias`).
+- [`refine_proposal()`][scorebayes.sbi.rounds.table_rounds.refine_proposal] (modes n, full, markov): a round around a posterior; the pooled table
+  is a sample of the rounds' mixture $p(u) = \sum_r (N_r/N)\,q_r(u)$, whose score replaces
+  $\nabla\log q$ in the loss.
+- [`move_tables()`][scorebayes.sbi.rounds.table_rounds.move_tables] (single mode): the tables redrawn from a Gaussian around the posterior and
+  both networks retrained (a trust-region round, [`scorebayes.sbi.rounds.trust_region.trust_region_fit()`][scorebayes.sbi.rounds.trust_region.trust_region_fit]).
+- [`refine_debiasing()`][scorebayes.sbi.rounds.table_rounds.refine_debiasing], [`refit_debiasing()`][scorebayes.sbi.rounds.table_rounds.refit_debiasing] (single mode): local corrections of
+  $h_\psi$ ([`scorebayes.sbi.debias`][scorebayes.sbi.debias]).
 
 The rounds are beyond the paper: the implicit score-matching loss is most accurate where the
-table is dense, and the debiasing must be accurate to :math:`\operatorname{sd}(s)/\sqrt n` where
+table is dense, and the debiasing must be accurate to $\operatorname{sd}(s)/\sqrt n$ where
 the posterior lives, so a table concentrated around the posterior buys accuracy at the same cost.
 
 References:
-    | Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
+    - Simulation-based Inference via Langevin Dynamics with Score Matching (Jiang, Wang and Yang, 2025)
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ __all__ = ["localized_proposal", "first_round", "refine_proposal", "move_tables"
 
 
 def localized_proposal(est: FittedEstimator, x_obs: Tensor) -> Any:
-    """The tables' proposal: :math:`q` from the localization (saved in and resumed from the run
+    """The tables' proposal: $q$ from the localization (saved in and resumed from the run
     store), its SDs inflated, or the prior without localization. Sets ``localization_``."""
     settings, store = est.localization, est.store
     est.localization_ = None
@@ -127,7 +127,7 @@ def first_round(est: FittedEstimator, x_obs: Tensor) -> None:
 
 def _fit_single_model(est: FittedEstimator, x_obs: Tensor, score_net: Any, mean_net: CrossFitMean,
                       gen: torch.Generator, suffix: str) -> None:
-    r"""Tables :math:`\mathcal D^S, \mathcal D^R` from ``est.proposal_`` (tags ``S<suffix>``,
+    r"""Tables $\mathcal D^S, \mathcal D^R$ from ``est.proposal_`` (tags ``S<suffix>``,
     ``R<suffix>``), then the score network and the debiasing network on them."""
     plan = est.plan_
     with est.ledger_.stage(f"table_S{suffix}"):
@@ -179,10 +179,10 @@ def refine_proposal(est: FittedEstimator, posterior: Posterior, *, num_simulatio
     r"""Add a table round around ``posterior`` and retrain on every round's table (modes ``"n"``,
     ``"full"``, ``"markov"``).
 
-    Round :math:`k+1` draws ``num_simulations`` parameters (default: the first round's size) from
-    :math:`q_{k+1} = \mathcal N(\bar u, \operatorname{diag}(c\,s_u)^2)`, the mean and ``inflation``
-    :math:`c` x SD of the posterior draws in ``u`` (``inflation``: a number or one per parameter, ``[d]``), and trains a fresh score network on the pooled
-    table of all rounds. Use it when the localization's :math:`q` misses part of the posterior
+    Round $k+1$ draws ``num_simulations`` parameters (default: the first round's size) from
+    $q_{k+1} = \mathcal N(\bar u, \operatorname{diag}(c\,s_u)^2)$, the mean and ``inflation``
+    $c$ x SD of the posterior draws in ``u`` (``inflation``: a number or one per parameter, ``[d]``), and trains a fresh score network on the pooled
+    table of all rounds. Use it when the localization's $q$ misses part of the posterior
     (a weakly identified parameter whose replicates drift to the prior's edge). Cost:
     ``simulations_["table_N<k>"]``.
     """
@@ -221,9 +221,9 @@ def _new_score_net(est: FittedEstimator, p_net: int, *keys: Any) -> Any:
 
 
 def move_tables(est: FittedEstimator, center: Tensor, sd: Tensor) -> None:
-    r"""Redraw the single mode's tables from :math:`q = \mathcal N(c, \operatorname{diag} s^2)` in
-    ``u`` (``center`` :math:`c` and ``sd`` :math:`s`, ``[d]``) and retrain both networks from a fresh
-    start. Round :math:`k` records ``simulations_["table_S<k>"]``, ``["table_R<k>"]`` and appends to
+    r"""Redraw the single mode's tables from $q = \mathcal N(c, \operatorname{diag} s^2)$ in
+    ``u`` (``center`` $c$ and ``sd`` $s$, ``[d]``) and retrain both networks from a fresh
+    start. Round $k$ records ``simulations_["table_S<k>"]``, ``["table_R<k>"]`` and appends to
     ``table_rounds_``; local debiasing corrections of earlier rounds are dropped. The chains are then
     confined to the new table's region, so it must contain the posterior."""
     likelihood = est.likelihood_
@@ -253,11 +253,11 @@ def refine_debiasing(est: FittedEstimator, posterior: Posterior | None = None, *
                      group_size: int | None = None, inflation: float = 2.0) -> None:
     r"""Refine the debiasing network around ``posterior`` (single mode).
 
-    Draws ``num_groups`` parameters from :math:`\mathcal N(c, \mathrm{diag}(r^2))` in ``u``
-    (:func:`~scorebayes.sbi.debias.local_region`), simulates ``group_size`` observations for each,
-    and adds the linear fit of the residual group means to :math:`h_\psi`. Later chains stay within
+    Draws ``num_groups`` parameters from $\mathcal N(c, \mathrm{diag}(r^2))$ in ``u``
+    ([`local_region()`][scorebayes.sbi.debias.local_region]), simulates ``group_size`` observations for each,
+    and adds the linear fit of the residual group means to $h_\psi$. Later chains stay within
     the correction's centre +- 4 spreads. ``posterior=None`` refines over the localized proposal
-    :math:`q`. Cost: ``simulations_["refine<k>"]``.
+    $q$. Cost: ``simulations_["refine<k>"]``.
     """
     likelihood = est.likelihood_
     if not est.view.single_observations or likelihood.mean_net is None:
@@ -281,9 +281,9 @@ def refine_debiasing(est: FittedEstimator, posterior: Posterior | None = None, *
 
 
 def refit_debiasing(est: FittedEstimator, posterior: Posterior, *, bandwidth: float = 5.0) -> None:
-    r"""Correct the debiasing network near ``posterior`` with the groups of :math:`\mathcal D^R`
+    r"""Correct the debiasing network near ``posterior`` with the groups of $\mathcal D^R$
     already simulated (single mode; no new simulations;
-    :func:`~scorebayes.sbi.debias.add_kernel_correction`). Needs an elementwise transform."""
+    [`add_kernel_correction()`][scorebayes.sbi.debias.add_kernel_correction]). Needs an elementwise transform."""
     likelihood = est.likelihood_
     if not est.view.single_observations or likelihood.mean_net is None or not hasattr(est, "debias_groups_"):
         raise ValueError("refit_debiasing needs mode='single' with debiasing (debias != 'none')")

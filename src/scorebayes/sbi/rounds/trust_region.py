@@ -1,29 +1,31 @@
 r"""Trust-region table rounds for the single-model (beyond the paper).
 
-The single-model learns the likelihood score from a table drawn from a proposal :math:`q`.
-Its accuracy, and that of the debiasing network, is set by how densely :math:`q` covers the
-posterior. On the M/G/1 queue the localized :math:`q` spreads along a ridge of the
+The single-model learns the likelihood score from a table drawn from a proposal $q$.
+Its accuracy, and that of the debiasing network, is set by how densely $q$ covers the
+posterior. On the M/G/1 queue the localized $q$ spreads along a ridge of the
 minimum-distance estimates (theta1 against the service width), and nets trained on it carry a
 fraction of the information; concentrated near the posterior, the same nets reach the smoothed
 model's Bernstein-von Mises widths. This module finds such a
 region without knowing the truth.
 
-Round :math:`k` has a Gaussian region :math:`q_k = \mathcal N(c_k, \operatorname{diag} s_k^2)`
+Round $k$ has a Gaussian region $q_k = \mathcal N(c_k, \operatorname{diag} s_k^2)$
 in ``u``. Its networks give the learned posterior score
-:math:`g(u) = \hat\nabla_u \log p(\mathbf X \mid T(u)) + \nabla_u \log \pi_u(u)` and its
-Jacobian :math:`J` at :math:`c_k` (:func:`laplace_step`). With :math:`-J_{\mathrm{sym}} =
-V \Lambda V^\top`, the Newton step along the directions of positive curvature,
+$g(u) = \hat\nabla_u \log p(\mathbf X \mid T(u)) + \nabla_u \log \pi_u(u)$ and its
+Jacobian $J$ at $c_k$ ([`laplace_step()`][scorebayes.sbi.rounds.trust_region.laplace_step]). With $-J_{\mathrm{sym}} =
+V \Lambda V^\top$, the Newton step along the directions of positive curvature,
 
-.. math:: \delta = V \Lambda_+^{-1} V^\top g(c_k), \qquad
-          \Lambda_+^{-1} = \operatorname{diag}(1/\lambda_i \text{ if } \lambda_i > 0 \text{ else } 0),
+$$
+\delta = V \Lambda_+^{-1} V^\top g(c_k), \qquad
+\Lambda_+^{-1} = \operatorname{diag}(1/\lambda_i \text{ if } \lambda_i > 0 \text{ else } 0),
+$$
 
 is clipped to ``max_step`` region SDs per coordinate, and the Laplace SDs
-:math:`\sigma_j = (V \Lambda_+^{-1} V^\top)_{jj}^{1/2}` (infinite along a coordinate that
+$\sigma_j = (V \Lambda_+^{-1} V^\top)_{jj}^{1/2}$ (infinite along a coordinate that
 touches a direction of non-positive curvature) measure the posterior's scale from the
-networks' curvature. They bound how far :func:`trust_region_fit` shrinks the region: it centres each
+networks' curvature. They bound how far [`trust_region_fit()`][scorebayes.sbi.rounds.trust_region.trust_region_fit] shrinks the region: it centres each
 round on the last round's chains (median in ``u``) and halves the region until it is
-:math:`\kappa\sigma` wide, through :meth:`ScoreLangevin.move_tables`; each round costs one more
-pair of tables (:math:`N/n + N_R m_R/n` data sets).
+$\kappa\sigma$ wide, through [`ScoreLangevin.move_tables()`][scorebayes.sbi.estimator.ScoreLangevin.move_tables]; each round costs one more
+pair of tables ($N/n + N_R m_R/n$ data sets).
 
 Status: experimental. On a Gaussian mean it reaches the exact posterior
 (``tests/test_trust_region.py``); on M/G/1 it narrows the single-model's intervals 2-6x but
@@ -46,14 +48,14 @@ __all__ = ["LaplaceStep", "laplace_step", "trust_region_fit"]
 
 @dataclass(frozen=True)
 class LaplaceStep:
-    """One projected Newton step of :func:`laplace_step` (all in ``u``, ``[d]`` unless noted).
+    r"""One projected Newton step of [`laplace_step()`][scorebayes.sbi.rounds.trust_region.laplace_step] (all in ``u``, ``[d]`` unless noted).
 
     Attributes:
         center: where the score was evaluated.
         step: the clipped Newton step.
         sd: Laplace SDs (``inf`` along coordinates touching non-positive curvature).
-        score: :math:`g(c)`.
-        curvature: the eigenvalues of :math:`-J_{\\mathrm{sym}}`, ascending.
+        score: $g(c)$.
+        curvature: the eigenvalues of $-J_{\mathrm{sym}}$, ascending.
     """
 
     center: Tensor
@@ -101,25 +103,27 @@ def trust_region_fit(estimator: FittedEstimator, x_obs: Tensor, *, rounds: int =
                      max_steps: int = 20_000) -> FittedEstimator:
     r"""Fit the single-model, then move its tables ``rounds - 1`` times towards the posterior.
 
-    Round 0 is :meth:`ScoreLangevin.fit` on the localized proposal (``localize=True``). After
-    round :math:`k` the chains draw ``draws`` samples (``chains`` chains); the next region is
-    centred on their coordinatewise median :math:`m_k` in ``u`` (robust to a few stray chains), and
+    Round 0 is [`ScoreLangevin.fit()`][scorebayes.sbi.estimator.ScoreLangevin.fit] on the localized proposal (``localize=True``). After
+    round $k$ the chains draw ``draws`` samples (``chains`` chains); the next region is
+    centred on their coordinatewise median $m_k$ in ``u`` (robust to a few stray chains), and
 
-    .. math:: s_{k+1} = \begin{cases} s_k & \text{more than } \texttt{edge\_limit}
-              \text{ of the draws at the region's edge}\\
-              \min\big(s_k,\ \max(\rho\, s_k,\ \kappa\,\sigma_k)\big) & \text{otherwise,}
-              \end{cases}
+    $$
+    s_{k+1} = \begin{cases} s_k & \text{more than } \texttt{edge\_limit}
+    \text{ of the draws at the region's edge}\\
+    \min\big(s_k,\ \max(\rho\, s_k,\ \kappa\,\sigma_k)\big) & \text{otherwise,}
+    \end{cases}
+    $$
 
-    with :math:`\rho` = ``shrink``, :math:`\kappa` = ``floor`` and :math:`\sigma_k` the Laplace
-    SDs of :func:`laplace_step` at :math:`m_k` (0 where undetermined). So the region shrinks
-    geometrically until it is :math:`\kappa` posterior SDs wide, and moves at its size while the
+    with $\rho$ = ``shrink``, $\kappa$ = ``floor`` and $\sigma_k$ the Laplace
+    SDs of [`laplace_step()`][scorebayes.sbi.rounds.trust_region.laplace_step] at $m_k$ (0 where undetermined). So the region shrinks
+    geometrically until it is $\kappa$ posterior SDs wide, and moves at its size while the
     posterior lies beyond its edge. The floor uses the networks' curvature, not the draws'
     spread: a network trained on too wide a region has weak, biased fields whose chains
     wander along ridges (their spread would keep the region wide), while its Jacobian at the
     centre is already informative (as on the M/G/1 queue).
 
     Every round is kept in ``estimator.trust_steps_`` (centre, SDs, edge fraction, Laplace
-    step). Returns the estimator fitted on the last region; call :meth:`~ScoreLangevin.sample`.
+    step). Returns the estimator fitted on the last region; call [`sample()`][scorebayes.sbi.estimator.ScoreLangevin.sample].
     Cost: ``rounds`` pairs of tables (``simulations_["table_S<k>"]``, ``["table_R<k>"]``).
     """
     from ...proposal import GaussianProposal
