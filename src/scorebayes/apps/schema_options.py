@@ -150,13 +150,16 @@ def _langevin() -> dict[str, Key]:
         "localize_in_support": (Bool(), "confine the localization to support_fn(x_obs)"),
         "proposal_inflation": (POSF, "factor on q's standard deviations"),
         "num_simulations": (POSF, ("the whole simulation budget, in data sets of the observed size n "
-                                   "(localization, tables and the check included)")),
+                                   "(localization, tables, the calibration and the check included)")),
         "table_size": (POS, "rows of the main table: single observations (single mode) or data sets"),
         "num_groups": (POS, "groups N_R of the debiasing table D^R (single mode)"),
         "group_size": (POS, "simulations m_R per group of D^R"),
         "antithetic": (Bool(), "mirrored parameter pairs with common random numbers"),
         "noise_sd": (POSF, "Gaussian smoothing added to simulated and observed data"),
         "noise_draws": (POS, "noisy copies of the observed data the chains condition on"),
+        "calibrate": (Bool(), ("the learned score as a summary calibrated on data sets of the observed size "
+                               "(false: the paper's Langevin chains on the summed score)")),
+        "calibration_size": (POS, "data sets per calibration round"),
         "hidden": (ListOf(POS, min_length=1), "hidden widths of every network"),
         "activation": (Str(tuple(ACTIVATIONS)), "activation of every network"),
         "score_views": (Either((Str(("builtin",)), INDEX_LISTS)), "per-parameter data views (index lists)"),
@@ -177,7 +180,8 @@ def _langevin() -> dict[str, Key]:
         "threads": (POS, "torch threads for the fit and the chains"),
     }, num_simulations="the default plan's total (about 3,600 at n = 200)",
         table_size="20000 (single), 1000 (other modes)", num_groups="500", group_size="min(1000, max(100, n))",
-        antithetic="true in single mode", threads="torch's (the cores this process may use)",
+        antithetic="true in single mode", calibrate="false",
+        calibration_size="1000", threads="torch's (the cores this process may use)",
         schedule="at most 60 epochs, 15 per penalty, patience 10",
         mean_schedule="at most 60 epochs, 15 per penalty, patience 10, batch_size 32")
     sample = _keys(_signature(ScoreLangevin.sample), {

@@ -14,8 +14,11 @@ localization       20 replicates x 100 iterations (Nelder-Mead: at most 100 eval
 ``table_S``        20,000 single observations (single mode)
 ``table_R``        500 groups of $m_R = \min(1000, \max(100, n))$ observations (single mode)
 ``table_N``        1,000 data sets (modes n, full, markov)
-check              200 data sets at the posterior mean ([`scorebayes.sbi.checks.verdict`][scorebayes.sbi.checks.verdict])
-reserve            one more table round and its check, spent only if the check asks for it
+calibration        up to 4 rounds of 1,000 data sets ([`scorebayes.sbi.calibrated`][scorebayes.sbi.calibrated])
+check              200 data sets at the posterior mean ([`scorebayes.sbi.checks.verdict`][scorebayes.sbi.checks.verdict]),
+                   without calibration
+reserve            one more table round (and its check, without calibration), spent only if
+                   the check (or, with calibration, the calibrated posterior) asks for it
 =================  ==========================================================================
 
 A given ``num_simulations`` $B$ is the whole cost: the plan's sizes are scaled by a common
@@ -36,12 +39,15 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-__all__ = ["DEFAULT_PLAN", "BudgetPlan", "Ledger", "plan_budget", "plan_fit"]
+__all__ = ["DEFAULT_PLAN", "MAX_ROUNDS", "BudgetPlan", "Ledger", "plan_budget", "plan_fit"]
 
 #: the default plan's sizes, and each scalable size's floor
 DEFAULT_PLAN = {"replicates": 20, "iterations": 100, "single_rows": 20_000, "num_groups": 500,
-                "num_data_sets": 1_000, "check": 200}
-FLOORS = {"iterations": 20, "single_rows": 1_000, "num_groups": 50, "num_data_sets": 50, "check": 50}
+                "num_data_sets": 1_000, "check": 200, "calibration": 1_000}
+FLOORS = {"iterations": 20, "single_rows": 1_000, "num_groups": 50, "num_data_sets": 50, "check": 50,
+          "calibration": 200}
+#: calibration rounds the plan holds (`scorebayes.sbi.calibrated.stage`)
+MAX_ROUNDS = 4
 #: sizes whose stage runs again in a second round (the tables and the check after them)
 TABLES = ("single_rows", "num_groups", "num_data_sets", "check")
 #: sizes beyond which more buys nothing (localization iterations, the check's data sets)
@@ -58,7 +64,9 @@ class BudgetPlan:
             ``max_evaluations``, ``m``), or ``None`` without localization.
         single_rows, num_groups, group_size: $N_S$, $N_R$, $m_R$ (single mode).
         num_data_sets: $N$ (other modes).
-        check: data sets simulated by the fit's check.
+        check: data sets simulated by the fit's check (without calibration).
+        calibration: data sets per calibration round (0: no calibration; the plan holds
+            ``MAX_ROUNDS`` of them).
         total: the budget (``None``: the plan's own sum).
         reserve: whether the budget holds a second table round (a budget too small for it is
             planned without it, and a failed check then has no automatic remedy).
@@ -74,6 +82,7 @@ class BudgetPlan:
     check: int
     total: float | None
     reserve: bool = True
+    calibration: int = 0
 
     def round_cost(self) -> float:
         """One table round (the first, or a second one), in data sets of size ``n``."""
@@ -90,8 +99,12 @@ class BudgetPlan:
         tables = ({"table_S": self.single_rows / self.n, "table_R": self.num_groups * self.group_size / self.n}
                   if self.single else {"table_N": float(self.num_data_sets)})
         out.update(tables)
-        out["check"] = float(self.check)
-        out["reserve"] = self.round_cost() + self.check if self.reserve else 0.0
+        check = 0.0 if self.calibration else float(self.check)
+        if self.calibration:
+            out["calibration"] = float(self.calibration * MAX_ROUNDS)
+        else:
+            out["check"] = check
+        out["reserve"] = self.round_cost() + check if self.reserve else 0.0
         return out
 
     def planned(self) -> float:
@@ -108,14 +121,18 @@ class BudgetPlan:
             parts.append(f"D^R {c['table_R']:,.0f} ({self.num_groups:,} groups of {self.group_size:,})")
         else:
             parts.append(f"D^N {c['table_N']:,.0f}")
-        parts.append(f"check {c['check']:,.0f}")
-        parts.append(f"reserve {c['reserve']:,.0f} (a second round if the check asks)" if self.reserve
-                     else "no reserve for a second round")
+        if self.calibration:
+            parts.append(f"calibration up to {MAX_ROUNDS} x {self.calibration:,}")
+        else:
+            parts.append(f"check {c['check']:,.0f}")
+        parts.append(f"reserve {c['reserve']:,.0f} (a second table round if needed)" if self.reserve
+                     else "no reserve for a second table round")
         total = self.total if self.total is not None else self.planned()
         return f"budget {total:,.0f} data sets of n = {self.n:,}: " + ", ".join(parts)
 
 
-def plan_budget(total: float | None, n: int, *, single: bool, localize: bool, fixed: dict) -> BudgetPlan:
+def plan_budget(total: float | None, n: int, *, single: bool, localize: bool, fixed: dict,
+                calibrate: bool = False) -> BudgetPlan:
     r"""The stages' sizes for a budget ``total`` (``None``: the default plan) and data size ``n``.
 
     Arguments:
@@ -123,8 +140,11 @@ def plan_budget(total: float | None, n: int, *, single: bool, localize: bool, fi
         n: the observed data set size.
         single: single mode (tables $\mathcal D^S$, $\mathcal D^R$) or not ($N$).
         localize: whether the fit localizes.
+        calibrate: whether the fit calibrates (up to ``MAX_ROUNDS`` rounds of ``calibration``
+            data sets, instead of the check).
         fixed: sizes given explicitly, kept as given: any of ``replicates``, ``iterations``,
-            ``m``, ``restarts``, ``single_rows``, ``num_groups``, ``group_size``, ``num_data_sets``.
+            ``m``, ``restarts``, ``single_rows``, ``num_groups``, ``group_size``, ``num_data_sets``,
+            ``calibration``.
 
     Raises:
         ValueError: a budget smaller than the fixed sizes plus the floors of the rest.
@@ -137,25 +157,23 @@ def plan_budget(total: float | None, n: int, *, single: bool, localize: bool, fi
     replicates = int(sizes["replicates"]) * int(sizes.get("restarts") or 1)
     stages = ["iterations"] if localize else []
     stages += ["single_rows", "num_groups"] if single else ["num_data_sets"]
-    stages.append("check")
+    stages.append("calibration" if calibrate else "check")
     # cost of one unit of each size, in data sets of size n (a table stage and the check also
-    # reserve their second round)
+    # reserve their second round; the calibration holds all its rounds)
     unit = {"iterations": replicates * m / n, "single_rows": 2 / n, "num_groups": 2 * group_size / n,
-            "num_data_sets": 2.0, "check": 2.0}
+            "num_data_sets": 2.0, "check": 2.0, "calibration": float(MAX_ROUNDS)}
     scalable = [s for s in stages if fixed.get(s) is None]
     reserve = True
     if total is not None:
-        def need(with_reserve: bool) -> float:
-            factor = 1.0 if with_reserve else 0.5  # a table size's unit holds its round twice
-            return sum(unit[s] * (FLOORS[s] if s in scalable else sizes[s]) * (factor if s in TABLES else 1.0)
-                       for s in stages)
+        def need() -> float:  # the floors (and the fixed sizes) at the current units
+            return sum(unit[s] * (FLOORS[s] if s in scalable else sizes[s]) for s in stages)
 
-        if need(True) > total:
+        if reserve and need() > total:  # planned without the second round
             reserve = False
             unit = {s: u / 2 if s in TABLES else u for s, u in unit.items()}
-            if need(False) > total:
-                raise ValueError(f"num_simulations = {total:,.0f} data sets of n = {n} is too small: these "
-                                 f"settings need at least {need(False):,.0f}")
+        if need() > total:
+            raise ValueError(f"num_simulations = {total:,.0f} data sets of n = {n} is too small: these "
+                             f"settings need at least {need():,.0f}")
         fixed_cost = sum(unit[s] * sizes[s] for s in stages if s not in scalable)
         if scalable:
             sizes = {**sizes, **_scaled({s: sizes[s] for s in scalable}, unit, total - fixed_cost)}
@@ -168,7 +186,7 @@ def plan_budget(total: float | None, n: int, *, single: bool, localize: bool, fi
     return BudgetPlan(n=n, single=single, localization=loc, single_rows=int(sizes["single_rows"]),
                       num_groups=int(sizes["num_groups"]), group_size=group_size,
                       num_data_sets=int(sizes["num_data_sets"]), check=int(sizes["check"]), total=total,
-                      reserve=reserve)
+                      reserve=reserve, calibration=int(sizes["calibration"]) if calibrate else 0)
 
 
 def _scaled(sizes: dict[str, float], unit: dict[str, float], budget: float) -> dict[str, int]:
@@ -187,13 +205,15 @@ def _scaled(sizes: dict[str, float], unit: dict[str, float], budget: float) -> d
     return {s: math.floor(bounded.get(s, sizes[s] * factor)) for s in sizes}
 
 
-def plan_fit(tables: Any, localization: Any, n: int, *, single: bool) -> BudgetPlan:
+def plan_fit(tables: Any, localization: Any, n: int, *, single: bool, calibrate: bool = False) -> BudgetPlan:
     """The stages' sizes of a fit to data of size ``n``: `plan_budget()` with the sizes the
     ``tables`` and ``localization`` settings fix ([`scorebayes.sbi.settings`][scorebayes.sbi.settings])."""
     fixed = {k: localization.options.get(k) for k in ("replicates", "iterations", "m", "restarts")}
     fixed.update(num_groups=tables.num_groups, group_size=tables.group_size,
                  **{("single_rows" if single else "num_data_sets"): tables.table_size})
-    return plan_budget(tables.num_simulations, n, single=single, localize=localization.enabled, fixed=fixed)
+    fixed["calibration"] = getattr(tables, "calibration_size", None)
+    return plan_budget(tables.num_simulations, n, single=single, localize=localization.enabled, fixed=fixed,
+                       calibrate=calibrate)
 
 
 class Ledger:

@@ -13,7 +13,10 @@ $$
    ``"n"`` (Algorithm 2), ``"full"`` (one network on the whole data set) or ``"markov"``
    (blockwise, Remark 4). The result is a
    [`LearnedLikelihoodScore`][scorebayes.sbi.likelihood.LearnedLikelihoodScore], ``likelihood_``.
-4. **Langevin chains** on it ([`scorebayes.sbi.sampling`][scorebayes.sbi.sampling]), mapped back to $\theta = T(u)$.
+4. **The posterior**: the paper's Langevin chains on the summed score
+   ([`scorebayes.sbi.sampling`][scorebayes.sbi.sampling]), or with ``calibrate=True`` the learned score at a
+   point estimate as a summary, calibrated on data sets simulated at the observed size
+   ([`scorebayes.sbi.calibrated`][scorebayes.sbi.calibrated]); mapped back to $\theta = T(u)$.
 
 Later table rounds ([`ScoreLangevin.refine_proposal()`][scorebayes.sbi.estimator.ScoreLangevin.refine_proposal], [`ScoreLangevin.move_tables()`][scorebayes.sbi.estimator.ScoreLangevin.move_tables]) and
 local debiasing corrections ([`ScoreLangevin.refine_debiasing()`][scorebayes.sbi.estimator.ScoreLangevin.refine_debiasing],
@@ -58,6 +61,7 @@ from ..proposal import PriorSampler
 from ..scores.training import checkpointing
 from ..simulators import Simulator, as_simulator
 from .budget import Ledger, plan_fit
+from .calibrated import calibrated_sample
 from .checks.verdict import FitCheck, check_fit
 from .likelihood import DataSmoothing, LearnedLikelihoodScore
 from .observed import check_against_pilot, checked_observed
@@ -161,6 +165,7 @@ class ScoreLangevin:
         self.view = view_for_mode(mode, networks.data_features)
         single = self.view.single_observations
         self.tables = tables
+        self.calibrates = bool(tables.calibrate) and mode != "markov"
         self.antithetic = single if tables.antithetic is None else bool(tables.antithetic)
         # an n-model step carries batch_size * n observations: fewer data sets per step
         self.schedule = training.schedule or default_schedule(single)
@@ -197,13 +202,8 @@ class ScoreLangevin:
     def likelihood_(self, value: Any) -> None:
         self.__dict__["_likelihood"] = value
 
-    @property
-    def n_obs_(self) -> int:
-        return self.likelihood_.n_obs
-
-    @property
-    def x_obs_(self) -> Tensor:
-        return self.likelihood_.x_obs
+    n_obs_ = property(lambda self: self.likelihood_.n_obs)
+    x_obs_ = property(lambda self: self.likelihood_.x_obs)
 
     @property
     def score_net_(self) -> Any:
@@ -238,7 +238,8 @@ class ScoreLangevin:
         self.source_ = TableSource(self.simulator, self.space, self.simulation, smoothing=self.smoothing,
                                    seed=self.seed, progress=self.progress, store=self.store, n_data=len(x_obs))
         check_against_pilot(self, self.source_, x_obs)
-        self.plan_ = plan_fit(self.tables, self.localization, len(x_obs), single=self.view.single_observations)
+        self.plan_ = plan_fit(self.tables, self.localization, len(x_obs), single=self.view.single_observations,
+                              calibrate=self.calibrates)
         with checkpointing(self.store, "train"):
             self.simulations_: dict[str, float] = {}
             self.faults_ = self.source_.faults
@@ -300,7 +301,8 @@ class ScoreLangevin:
                target_ess: float | str = "auto", compile_drift: bool = False, precondition: str | None = None, adapt_steps: int = 0,
                reset_stragglers: bool = True, seed: int | None = None, check: bool = True,
                remedy: bool = True) -> Posterior:
-        r"""Run Langevin chains on the learned posterior score and return a [`Posterior`][scorebayes.posterior.Posterior].
+        r"""The posterior as a [`Posterior`][scorebayes.posterior.Posterior]: Langevin chains on the summed score, or
+        calibrated (``calibrate=True``; then only ``num_samples``, ``seed`` and ``check`` apply).
 
         Arguments:
             num_samples: total draws (over all chains and noise draws).
@@ -344,6 +346,8 @@ class ScoreLangevin:
         settings = ChainSettings.from_arguments(locals())
         init_u = self.posterior_u(init) if isinstance(init, Posterior) else None  # checks the dimension
         seed = self.seed if seed is None else seed
+        if self.calibrates:
+            return calibrated_sample(self, num_samples, seed=seed, check=check)
         arguments = {**{k: v for k, v in locals().items() if k in _SAMPLE_ARGUMENTS}, "seed": seed}
         saved_as = samples_name(arguments, likelihood) if self.store is not None else None
         again = {k: v for k, v in arguments.items() if k != "init"}  # from a new round's proposal

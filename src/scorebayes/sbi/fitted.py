@@ -34,7 +34,9 @@ class FittedEstimator(Protocol):
     prior: Distribution
     space: ParameterSpace
     simulator: Simulator
+    mode: str
     view: DataView
+    calibrates: bool
     localization: Localization
     networks: Networks
     training: Training
@@ -65,6 +67,7 @@ class FittedEstimator(Protocol):
     table_rounds_: list[dict]  # single mode: each table round's proposal
     debias_groups_: Any
     trust_steps_: list[dict]
+    calibration_: Any
 
     def posterior_u(self, posterior: Posterior) -> Tensor: ...
 

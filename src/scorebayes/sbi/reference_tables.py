@@ -22,7 +22,7 @@ from torch import Tensor
 from ..parallel import make_generator
 from ..priors import ParameterSpace
 from ..simulators import Simulator
-from ..table_blocks import pilot_simulation, simulate_data_sets
+from ..table_blocks import pilot_simulation, simulate_data_sets, simulate_unchecked
 from ..tables import check_faults, simulate_table
 from .antithetic import AntitheticProposal, CommonRandomPairs
 from .likelihood import DataSmoothing
@@ -95,18 +95,25 @@ class TableSource:
         # all rows kept: no copy (a memory-mapped table stays mapped)
         return u[keep], (x if bool(keep.all()) else x[keep]), float(table.simulations)
 
-    def simulate(self, theta: Tensor, n_obs: int, generator: torch.Generator, what: str) -> tuple[Tensor, Tensor]:
+    def simulate(self, theta: Tensor, n_obs: int, generator: torch.Generator, what: str, *,
+                 drop_nonfinite: bool = False) -> tuple[Tensor, Tensor]:
         """One data set at each row of ``theta [M, d]``, with the tables' fault handling
         (``on_simulator_error``): failed and non-finite simulations are dropped, counted in
         ``faults``, and warned about (raised above ``max_failure_fraction``, as for a table).
-        ``what`` names the stage in the messages. No smoothing is applied.
+        ``what`` names the stage in the messages. No smoothing is applied. ``drop_nonfinite``:
+        non-finite data sets are dropped (and counted) under ``"raise"`` too, for stages that draw
+        parameters far out, where a simulator may overflow without a fault.
 
         Returns:
             ``(keep [M] bool, x [M', n_obs, p])``: which rows were simulated, and their data sets.
         """
         s = self.simulation
-        x, good, failed, nonfinite = simulate_data_sets(self.simulator, theta, n_obs, generator,
-                                                        on_error=s.on_simulator_error, retries=s.retries)
+        if drop_nonfinite and s.on_simulator_error == "raise":
+            x, good = simulate_unchecked(self.simulator, theta, n_obs, generator)
+            failed, nonfinite = 0, int((~good).sum())
+        else:
+            x, good, failed, nonfinite = simulate_data_sets(self.simulator, theta, n_obs, generator,
+                                                            on_error=s.on_simulator_error, retries=s.retries)
         self.faults["failed"] += failed
         self.faults["nonfinite"] += nonfinite
         check_faults(failed, nonfinite, len(theta), what, s.max_failure_fraction, bool(good.any()),

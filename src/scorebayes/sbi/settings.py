@@ -79,7 +79,7 @@ class Localization:
 
 @dataclass(frozen=True)
 class Tables:
-    r"""The simulation budget and the sizes of the reference tables.
+    r"""The simulation budget and the sizes of the reference tables and of the calibration.
 
     Arguments:
         num_simulations: the whole simulation budget, localization, tables and the fit's check
@@ -95,6 +95,12 @@ class Tables:
         noise_sd, noise_draws: Gaussian data smoothing $\sigma_\varepsilon$ added to every
             simulated and observed data point, and the number of noisy copies of the observed
             data the chains condition on.
+        calibrate: the posterior from the learned score used as a summary and calibrated on
+            data sets of the observed size (`scorebayes.sbi.calibrated`), instead of Langevin
+            chains on the summed score. Off by default for now (``None``); not in mode
+            ``"markov"``.
+        calibration_size: data sets per calibration round (default 1,000, scaled with
+            ``num_simulations``).
     """
 
     num_simulations: float | None = None
@@ -104,11 +110,15 @@ class Tables:
     antithetic: bool | None = None
     noise_sd: float | None = None
     noise_draws: int = 3
+    calibrate: bool | None = None
+    calibration_size: int | None = None
 
     def __post_init__(self):
+        if self.calibrate is not None and not isinstance(self.calibrate, bool):
+            raise ValueError(f"calibrate must be true or false, got {self.calibrate!r}")
         if self.noise_sd is not None and not self.noise_sd > 0:
             raise ValueError(f"noise_sd must be positive, got {self.noise_sd}")
-        for name in ("table_size", "num_groups", "group_size"):
+        for name in ("table_size", "num_groups", "group_size", "calibration_size"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or int(value) != value or value < 1):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -263,7 +273,8 @@ def preset_options(preset: str, single: bool) -> dict[str, Any]:
     of `scorebayes.sbi.budget`) or ``"paper"``, the settings of Jiang, Wang and Yang (2025):
     100 localization replicates of 500 Adam steps, $N_S$ = 20,000 single observations and
     $N_R$ = 2,000 groups (single mode) or $N$ = 2,000 data sets, up to 300 epochs (60 per
-    penalty, patience 40) and the penalty grids $\{0, 10^{-3}, 10^{-1}\}$."""
+    penalty, patience 40) and the penalty grids $\{0, 10^{-3}, 10^{-1}\}$, with the paper's
+    Langevin chains on the summed score (no calibration)."""
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
     if preset == "default":
@@ -272,7 +283,8 @@ def preset_options(preset: str, single: bool) -> dict[str, Any]:
             "table_size": 20_000 if single else 2_000, "num_groups": 2_000,
             "schedule": TrainingSchedule() if single else TrainingSchedule(batch_size=32),
             "mean_schedule": TrainingSchedule(batch_size=32),
-            "curvature_penalties": (0.0, 1e-3, 1e-1), "mean_penalties": (0.0, 1e-3, 1e-1)}
+            "curvature_penalties": (0.0, 1e-3, 1e-1), "mean_penalties": (0.0, 1e-3, 1e-1),
+            "calibrate": False}
 
 
 #: flat option name -> (group argument of ScoreLangevin, field of that group)

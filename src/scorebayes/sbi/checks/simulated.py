@@ -28,10 +28,10 @@ def checked_parameters(space, value: Any, name: str, shapes: tuple[tuple[int, ..
 
 
 def simulate_views(estimator, theta: Tensor, g: torch.Generator, what: str,
-                   data: Tensor | None = None) -> tuple[Tensor, Tensor, list[Tensor]]:
+                   data: Tensor | None = None, *, drop_nonfinite: bool = False) -> tuple[Tensor, Tensor, list[Tensor]]:
     """One data set per row of ``theta [M, d]`` at the estimator's size, or the given ``data``
     (noise-smoothed if the estimator is), and each one's network view. ``what`` names the check
-    in the fault messages.
+    in the fault messages; ``drop_nonfinite`` as in [`simulate()`][scorebayes.sbi.reference_tables.TableSource.simulate].
 
     Returns:
         ``(keep [M] bool, x [M', n, p], [view [n_units, p_net]] * M')``: the rows of ``theta``
@@ -40,7 +40,7 @@ def simulate_views(estimator, theta: Tensor, g: torch.Generator, what: str,
     likelihood = estimator.likelihood_
     dtype = likelihood.x_obs.dtype
     if data is None:
-        keep, x = estimator.source_.simulate(theta, likelihood.n_obs, g, what)
+        keep, x = estimator.source_.simulate(theta, likelihood.n_obs, g, what, drop_nonfinite=drop_nonfinite)
     else:
         keep, x = torch.ones(len(data), dtype=torch.bool), data
     x = x.to(dtype)

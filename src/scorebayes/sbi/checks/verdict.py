@@ -52,7 +52,7 @@ from ...proposal import GaussianProposal
 from .score_mean import score_shift
 from .simulated import simulate_views
 
-__all__ = ["VERDICTS", "FitCheck", "check_fit"]
+__all__ = ["VERDICTS", "FitCheck", "Findings", "check_fit", "grade"]
 
 VERDICTS = ("pass", "warn", "fail")
 #: (warn, fail) limits: |bias| in posterior SDs, |log sd ratio|, shares of draws
@@ -98,7 +98,7 @@ class FitCheck:
         return text
 
 
-class _Findings:
+class Findings:
     """Collects (level, reason, advice) and reduces them to a verdict."""
 
     def __init__(self):
@@ -113,7 +113,7 @@ class _Findings:
             self.advice.append(advice)
 
 
-def _grade(excess_warn: float, excess_fail: float) -> int:
+def grade(excess_warn: float, excess_fail: float) -> int:
     """0 (pass), 1 (warn) or 2 (fail) from how far a statistic is beyond each limit (> 0: beyond)."""
     return 2 if excess_fail > 0 else 1 if excess_warn > 0 else 0
 
@@ -162,7 +162,7 @@ def check_fit(estimator, posterior: Posterior, *, num_data_sets: int = 200, seed
     likelihood, space = estimator.likelihood_, estimator.space
     names = posterior.names
     u_draws = estimator.posterior_u(posterior)
-    found = _Findings()
+    found = Findings()
     details: dict[str, Any] = {"num_data_sets": num_data_sets}
 
     # the Bartlett identities at the posterior mean
@@ -178,7 +178,7 @@ def check_fit(estimator, posterior: Posterior, *, num_data_sets: int = 200, seed
     se_bias, se_log = 1 / math.sqrt(len(views)), 1 / math.sqrt(2 * len(views))
     for j, name in enumerate(names):
         b, r = float(bias[j]), float(ratio[j])
-        level = _grade(abs(b) - BIAS_LIMITS[0] - 2 * se_bias, abs(b) - BIAS_LIMITS[1] - 3 * se_bias)
+        level = grade(abs(b) - BIAS_LIMITS[0] - 2 * se_bias, abs(b) - BIAS_LIMITS[1] - 3 * se_bias)
         found.add(level, f"the learned score of {name} is biased by {b:+.2f} posterior SDs at the "
                          "posterior mean", "a table round around the posterior, or more simulations")
         if not (math.isfinite(r) and r > 0):
@@ -186,7 +186,7 @@ def check_fit(estimator, posterior: Posterior, *, num_data_sets: int = 200, seed
                          "information)", "more simulations or longer training")
             continue
         log_r = abs(math.log(r)) if r > 0 else float("inf")
-        level = _grade(log_r - SCALE_LIMITS[0] - 2 * se_log, log_r - SCALE_LIMITS[1] - 3 * se_log)
+        level = grade(log_r - SCALE_LIMITS[0] - 2 * se_log, log_r - SCALE_LIMITS[1] - 3 * se_log)
         found.add(level, f"the posterior SD of {name} looks {r:.2f} times the right one (the draws "
                          "against the learned scores' spread)",
                   "a table round around the posterior, or more simulations")
@@ -197,12 +197,12 @@ def check_fit(estimator, posterior: Posterior, *, num_data_sets: int = 200, seed
         z = (u_draws - proposal.mean) / proposal.sd
         outside = float((z.abs() > 3).any(-1).double().mean())
         details["table_outside"] = outside
-        found.add(_grade(outside - TABLE_LIMITS[0], outside - TABLE_LIMITS[1]),
+        found.add(grade(outside - TABLE_LIMITS[0], outside - TABLE_LIMITS[1]),
                   f"{outside:.1%} of the draws lie beyond 3 SDs of the table's proposal",
                   "a table round around the posterior, or a wider proposal (proposal_inflation)")
     edge = float(posterior.info.get("edge_fraction", 0.0))
     details["edge_fraction"] = edge
-    found.add(_grade(edge - EDGE_LIMITS[0], edge - EDGE_LIMITS[1]),
+    found.add(grade(edge - EDGE_LIMITS[0], edge - EDGE_LIMITS[1]),
               f"{edge:.1%} of the draws lie at the edge of the region the score was trained on",
               "a table round around the posterior, or a wider proposal (proposal_inflation)")
 

@@ -1,0 +1,90 @@
+r"""The calibrated posterior as [`ScoreLangevin.sample()`][scorebayes.sbi.estimator.ScoreLangevin.sample] returns it:
+the calibration stage, a table round that follows it, its verdict, the run's bookkeeping and
+the run store.
+
+A learned score is accurate where its table put its rows. A table drawn from a broad
+localized proposal spends them far from the posterior, and then the summary loses
+information. After the first calibration, when the table's proposal is more than
+``RECENTRE_WIDTH`` calibrated posterior SDs wide in some parameter, or its centre lies more
+than one of its SDs from the calibrated mean, the single mode's tables are redrawn from
+$\mathcal N(\bar u, (10\,\mathrm{sd})^2)$ around the calibrated posterior (no wider than before in any parameter,
+[`move_tables()`][scorebayes.sbi.rounds.table_rounds.move_tables]), the networks retrained, and the
+calibration continued with the sharper summary. The centre comes from the calibrated
+posterior, which the score's bias cannot move; a table re-centred on the summed-score
+posterior follows that bias instead.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...posterior import Posterior
+from ..checks.calibrated import check_calibrated
+from ..fitted import FittedEstimator
+from ..rounds.remedies import announce_check
+from ..budget import MAX_ROUNDS
+from ..sample_store import load_samples, samples_name, save_samples
+from .stage import CalibrationReport, calibrated_posterior
+
+__all__ = ["calibrated_sample"]
+
+#: a table round's proposal SD, in calibrated posterior SDs
+TABLE_WIDTH = 10.0
+#: a table wider than this many calibrated posterior SDs is re-centred
+RECENTRE_WIDTH = 12.0
+
+
+def calibrated_sample(est: FittedEstimator, num_samples: int, *, seed: int, check: bool) -> Posterior:
+    """``num_samples`` draws of the calibrated posterior of ``est``, with its check in
+    ``info["check"]`` (``check``) and the calibration's report in ``info["calibration"]``;
+    kept in and resumed from ``est.store``."""
+    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 2:
+        raise ValueError(f"num_samples must be an integer >= 2, got {num_samples!r}")
+    likelihood = est.likelihood_
+    saved_as = None
+    if est.store is not None:
+        saved_as = samples_name({"num_samples": num_samples, "seed": seed, "posterior": "calibrated",
+                                 "calibration": est.plan_.calibration}, likelihood)
+        stored = load_samples(est.store, saved_as, 1)
+        if stored is not None:
+            if check and "check" in stored.info:
+                est.ledger_.note(f"check: {stored.info['check']['verdict']} (stored)")
+            return stored
+    names = est.parameter_names or [f"theta{k}" for k in range(est.space.dim)]
+    posterior, report = calibrated_posterior(est, num_samples, seed=seed, names=names, rounds=MAX_ROUNDS - 1)
+    if _table_round(est, report):
+        posterior, report = calibrated_posterior(est, num_samples, seed=seed, names=names, report=report,
+                                                 rounds=max(1, MAX_ROUNDS - len(report.rounds)))
+    est.calibration_ = report
+    posterior.info.update({"method": "score-langevin", "mode": est.mode, "calibration": report.to_dict(),
+                           "simulations": sum(est.simulations_.values()),
+                           "simulations_by_stage": dict(est.simulations_),
+                           "dropped_by_stage": {k: dict(v) for k, v in est.ledger_.dropped.items()}})
+    if check:
+        result = check_calibrated(report, posterior, est.posterior_u(posterior))
+        posterior.info["check"] = result.to_dict()
+        announce_check(est, result)
+    if saved_as is not None:
+        save_samples(est.store, saved_as, posterior)
+    return posterior
+
+
+def _table_round(est: FittedEstimator, report: CalibrationReport) -> bool:
+    """Redraw the tables around the calibrated posterior if they are too broad or off centre
+    (module docstring) and the budget holds the round; whether it was done."""
+    proposal = est.proposal_
+    if not est.view.single_observations or not hasattr(proposal, "mean"):
+        return False
+    mean, sd = report.last_estimate()
+    too_wide = bool((proposal.sd > RECENTRE_WIDTH * sd).any())
+    off_centre = bool(((mean - proposal.mean).abs() > proposal.sd).any())
+    if not (too_wide or off_centre):
+        return False
+    plan = est.plan_
+    if plan.total is not None and sum(est.simulations_.values()) + plan.round_cost() + plan.calibration > plan.total:
+        return False
+    est.ledger_.note(f"  a table round around the calibrated posterior ({TABLE_WIDTH:.0f} of its SDs wide)")
+    with est.ledger_.stage("table round"):
+        est.move_tables(mean, torch.minimum(TABLE_WIDTH * sd, proposal.sd))
+    report.table_rounds += 1
+    return True

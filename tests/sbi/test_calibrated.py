@@ -1,0 +1,180 @@
+"""The calibration stage against conjugate posteriors: the synthetic likelihood and MALA on an
+exact summary, the whole stage on a biased score, faults, the budget and the verdict."""
+
+import math
+
+import pytest
+import torch
+from torch.distributions import Normal
+
+from scorebayes.priors import ParameterSpace, independent
+from scorebayes.proposal import GaussianProposal
+from scorebayes.sbi.budget import MAX_ROUNDS, Ledger, plan_budget
+from scorebayes.sbi.calibrated import calibrated_posterior, fit_synthetic_likelihood
+from scorebayes.sbi.calibrated.sampling import sample_mala
+from scorebayes.sbi.calibrated.stage import CalibrationReport
+from scorebayes.sbi.checks.calibrated import check_calibrated
+from scorebayes.sbi.reference_tables import TableSource
+from scorebayes.sbi.settings import Simulation
+from scorebayes.posterior import Posterior
+from scorebayes.simulators import Simulator
+
+PRIOR_SD, NOISE_SD, N = 3.0, 1.0, 50
+
+
+def conjugate(x_mean: float) -> tuple[float, float]:
+    """Posterior mean and SD of a normal mean (prior N(0, 3^2), N observations of SD 1)."""
+    precision = 1 / PRIOR_SD**2 + N / NOISE_SD**2
+    return (N * x_mean / NOISE_SD**2) / precision, precision**-0.5
+
+
+def test_synthetic_likelihood_and_mala_give_the_conjugate_posterior():
+    g = torch.Generator().manual_seed(0)
+    space = ParameterSpace(independent([Normal(0.0, PRIOR_SD)]))
+    u = 1.0 + 0.5 * torch.randn(2000, 1, generator=g, dtype=torch.float64)
+    t = u + torch.randn(2000, 1, generator=g, dtype=torch.float64) / math.sqrt(N)  # the data mean
+    fitted = fit_synthetic_likelihood(u, t, torch.tensor([1.0]), torch.tensor([0.2]), bandwidth=None)
+    t_obs = torch.tensor([1.1], dtype=torch.float64)
+    draws, info = sample_mala(lambda v: space.log_prob_unconstrained(v) + fitted.log_prob(t_obs, v),
+                              torch.tensor([1.0]), torch.eye(1) * 0.04, 4000, generator=g)
+    mean, sd = conjugate(1.1)
+    flat = draws.reshape(-1)
+    # Monte Carlo: ~1,000 effective draws (SE 0.03 SD) and 2,000 regression rows (SE ~0.03 SD)
+    assert abs(float(flat.mean()) - mean) / sd < 0.15
+    assert abs(float(flat.std()) / sd - 1) < 0.1
+    assert 0.3 < info["acceptance_rate"] < 0.9
+
+
+class _BiasedScore:
+    """The exact per-observation score of a normal mean plus a constant ``bias``, as a
+    ``LearnedLikelihoodScore`` presents it to the stage (views are the data)."""
+
+    smoothing = None
+
+    def __init__(self, x_obs, bias):
+        self.x_obs, self.n_obs, self.bias = x_obs, len(x_obs), bias
+
+    def observed_view(self, x):
+        return x
+
+    def for_data_sets(self, views):
+        data = torch.stack(views).to(torch.float64)  # [M, n, 1]
+
+        def score(u):  # [M, C, 1]
+            return ((data[:, None, :, 0] - u) / NOISE_SD**2 + self.bias).sum(-1, keepdim=True)
+        return score
+
+
+class _Estimator:
+    def __init__(self, x_obs, bias, simulator, *, calibration=400, total=None, on_error="raise"):
+        self.prior = independent([Normal(torch.tensor(0.0, dtype=torch.float64),
+                                         torch.tensor(PRIOR_SD, dtype=torch.float64))])
+        self.space = ParameterSpace(self.prior)
+        self.seed, self.progress, self.store, self.mode = 0, False, None, "single"
+        self.likelihood_ = _BiasedScore(x_obs, bias)
+        self.simulations_, self.faults = {}, None
+        self.source_ = TableSource(simulator, self.space, Simulation(on_simulator_error=on_error), seed=0, smoothing=None,
+                                   store=None, progress=False, n_data=len(x_obs))
+        self.ledger_ = Ledger(self.simulations_, False, faults=self.source_.faults)
+        self.plan_ = type("Plan", (), {"calibration": calibration, "total": total})()
+        self.proposal_ = GaussianProposal(self.space, torch.tensor([0.5]), torch.tensor([1.0]))
+
+
+def _normal_simulator(theta, n, g):
+    return theta[:, None, :] + NOISE_SD * torch.randn(len(theta), n, 1, generator=g, dtype=theta.dtype)
+
+
+def _x_obs():
+    return 0.8 + torch.randn(N, 1, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+
+
+def test_calibration_removes_a_bias_that_moves_the_summed_score_posterior():
+    x_obs = _x_obs()
+    bias = 0.5  # per observation: the summed score's root moves by 0.5 * NOISE_SD^2 = 3.5 posterior SDs
+    est = _Estimator(x_obs, bias, Simulator(_normal_simulator, obs_dim=1))
+    posterior, report = calibrated_posterior(est, 2000, seed=0, names=["mu"])
+    mean, sd = conjugate(float(x_obs.mean()))
+    summed_root = float(x_obs.mean()) + bias * NOISE_SD**2  # without calibration (flat prior)
+    assert abs(summed_root - mean) / sd > 3  # the summed score is biased here
+    got = posterior.draws.reshape(-1)
+    assert abs(float(got.mean()) - mean) / sd < 0.2
+    assert abs(float(got.std()) / sd - 1) < 0.15
+    assert report.converged and len(report.rounds) >= 2
+    assert est.simulations_["calibration"] == 400 * len(report.rounds)
+    low, high = report.information_ratio
+    assert 0.7 < low <= high < 1.4  # the exact score's slope equals its spread
+    verdict = check_calibrated(report, posterior, posterior.draws)
+    assert verdict.verdict == "pass", verdict.line()
+
+
+def test_calibration_stops_within_the_budget():
+    est = _Estimator(_x_obs(), 0.0, Simulator(_normal_simulator, obs_dim=1), calibration=300, total=700)
+    _, report = calibrated_posterior(est, 400, seed=0, names=["mu"])
+    assert len(report.rounds) == 2 and est.simulations_["calibration"] == 600
+
+
+def test_a_flaky_simulator_through_the_calibration():
+    calls = {"n": 0}
+
+    def flaky(theta, n, g):
+        calls["n"] += 1
+        if calls["n"] % 7 == 0:
+            raise RuntimeError("transient failure")
+        x = _normal_simulator(theta, n, g)
+        x[torch.rand(len(theta), generator=g) < 0.05] = float("nan")
+        return x
+
+    est = _Estimator(_x_obs(), 0.0, Simulator(flaky, obs_dim=1), on_error="retry")
+    with pytest.warns(UserWarning, match="calibration"):
+        posterior, report = calibrated_posterior(est, 1000, seed=0, names=["mu"])
+    mean, sd = conjugate(float(_x_obs().mean()))
+    assert abs(float(posterior.draws.mean()) - mean) / sd < 0.3
+    dropped = est.ledger_.dropped
+    assert sum(v["nonfinite"] for k, v in dropped.items() if k.startswith("calibration")) > 0
+    assert all(r["data_sets"] < 400 for r in report.rounds)
+
+
+def test_nonfinite_data_sets_are_dropped_under_raise_in_the_calibration():
+    def overflowing(theta, n, g):
+        x = _normal_simulator(theta, n, g)
+        x[theta[:, 0] > 2.5] = float("inf")  # overflows far out, a property of the model
+        return x
+
+    est = _Estimator(_x_obs(), 0.0, Simulator(overflowing, obs_dim=1))
+    with pytest.warns(UserWarning):
+        calibrated_posterior(est, 400, seed=0, names=["mu"])
+    assert est.source_.faults["nonfinite"] > 0
+
+
+def test_the_budget_plan_holds_the_calibration_rounds():
+    plan = plan_budget(3000.0, 200, single=True, localize=True, fixed={}, calibrate=True)
+    costs = plan.costs()
+    assert "check" not in costs and costs["calibration"] == plan.calibration * MAX_ROUNDS
+    assert plan.planned() == pytest.approx(3000.0, rel=0.01)
+    default = plan_budget(None, 200, single=True, localize=True, fixed={}, calibrate=True)
+    assert default.calibration == 1000
+    with pytest.raises(ValueError, match="too small"):
+        plan_budget(500.0, 200, single=True, localize=True, fixed={}, calibrate=True)
+
+
+def _report(z_mean, z_sd, held=200, moved=0.05, information=(1.0, 1.0)):
+    report = CalibrationReport(rounds=[{"moved": 1.0}, {"moved": moved}],
+                               coverage={"z_mean": z_mean, "z_sd": z_sd, "coverage_90": [0.9], "num_data_sets": held},
+                               observed_distance=1.0, converged=True, proposal=(torch.zeros(1), torch.ones(1)))
+    report.information_ratio = information
+    return report
+
+
+@pytest.mark.parametrize("report, expected", [
+    (_report([0.05], [1.0]), "pass"),
+    (_report([0.5], [1.0]), "warn"),       # 0.5 SD off: not a pass
+    (_report([0.9], [1.0]), "fail"),
+    (_report([0.0], [1 / 0.72]), "warn"),  # SD ratio 0.72: not a pass
+    (_report([0.0], [1.0], moved=2.0), "fail"),
+    (_report([0.0], [1.0], information=(1.0, 4.0)), "fail"),
+    (_report([0.0], [1.0], held=5), "warn"),
+])
+def test_the_verdict_on_broken_calibrations(report, expected):
+    draws = 0.1 * torch.randn(400, 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    posterior = Posterior(draws.reshape(4, 100, 1), ["mu"])
+    assert check_calibrated(report, posterior, draws).verdict == expected
