@@ -14,7 +14,7 @@ no options, timed end to end (fit, chains and the fit's check), against the exac
 
 Run from the repository root:
 
-    scorebayes bench defaults [--models gaussian_mean,gandk] [--reps 3] [--threads 1]
+    scorebayes bench defaults [--models gaussian_mean,gandk] [--reps 3] [--threads 1] [--calibrate]
 
 It prints a markdown table and writes ``benchmarks/results/defaults.json`` (``--out`` elsewhere).
 """
@@ -31,26 +31,28 @@ from scorebayes import ScoreLangevin
 from scorebayes.models.suite import SUITE
 
 
-def run_one(name: str, rep: int, threads: int | None) -> dict:
+def run_one(name: str, rep: int, threads: int | None, calibrate: bool = False) -> dict:
     model = SUITE[name]()
     x_obs = observed(model, rep)
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the verdict is recorded below
-        est = ScoreLangevin(model.prior, model.simulator, parameter_names=model.parameter_names,
-                            seed=rep, threads=threads, progress=False)
+        est = ScoreLangevin.from_options(model.prior, model.simulator, parameter_names=model.parameter_names,
+                                         seed=rep, threads=threads, progress=False, calibrate=calibrate)
         posterior = est.fit(x_obs).sample(2000)
     seconds = time.perf_counter() - start
     check = posterior.info["check"]
-    sampling = [r["seconds"] for r in est.ledger_.records if r["stage"] == "sampling"][-1]
-    ess = posterior.info.get("ess")
+    sampling = sum(r["seconds"] for r in est.ledger_.records
+                   if r["stage"] == "sampling" or r["stage"].startswith("calibration"))
+    ess = posterior.info.get("ess") or min(r["ess"] for r in posterior.summary())
     return {"model": name, "rep": rep, "d": model.dim, "n": model.n_obs, "seconds": round(seconds, 2),
             **accuracy(model, x_obs, posterior),
             "sampling_seconds": round(sampling, 2), "steps": posterior.info.get("total_steps"),
-            "ess": ess and round(ess, 1), "ess_met": posterior.info.get("ess_met"),
+            "ess": ess and round(ess, 1), "ess_met": posterior.info.get("ess_met", bool(ess and ess >= 500)),
             "ess_per_second": ess and round(ess / sampling, 1),
             "verdict": check["verdict"], "reasons": check["reasons"], "remedies": check["remedies"],
             "simulations": posterior.info["simulations"],
+            "calibration": {k: v for k, v in posterior.info.get("calibration", {}).items() if k != "rounds"},
             "stages": [{k: (round(v, 2) if isinstance(v, float) else v) for k, v in r.items()}
                        for r in est.ledger_.records]}
 
@@ -74,13 +76,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reps", type=int, default=1, help="observed data sets per model")
     parser.add_argument("--first-rep", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--calibrate", action="store_true", help="the calibrated posterior (calibrate = true)")
     parser.add_argument("--out", default="benchmarks/results/defaults.json")
     args = parser.parse_args(argv)
     names = model_names(parser, args.models)
     rows = []
     for name in names:
         for rep in range(args.first_rep, args.first_rep + args.reps):
-            rows.append(run_one(name, rep, args.threads))
+            rows.append(run_one(name, rep, args.threads, args.calibrate))
             print(table(rows[-1:]).splitlines()[-1], flush=True)
     write_json(args.out, rows)
     print(table(rows))
