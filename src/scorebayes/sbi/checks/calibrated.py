@@ -40,7 +40,7 @@ from scipy.stats import chi2
 from torch import Tensor
 
 from ...posterior import Posterior
-from .verdict import BIAS_LIMITS, SCALE_LIMITS, TABLE_LIMITS, VERDICTS, Findings, FitCheck, grade
+from .verdict import BIAS_LIMITS, SCALE_LIMITS, TABLE_LIMITS, VERDICTS, Findings, FitCheck, chain_findings, grade
 
 __all__ = ["check_calibrated"]
 
@@ -99,12 +99,5 @@ def check_calibrated(report: Any, posterior: Posterior, u_draws: Tensor, *,
     details["table_outside"] = outside
     found.add(grade(outside - TABLE_LIMITS[0], outside - TABLE_LIMITS[1]),
               f"{outside:.1%} of the draws lie beyond 3 SDs of the last calibration round's proposal", advice)
-    rows = posterior.summary()
-    rhat = [r["rhat"] for r in rows if r["rhat"] is not None]
-    ess = [r["ess"] for r in rows if r["ess"] is not None]
-    details["rhat"], details["ess"] = (max(rhat) if rhat else None), (min(ess) if ess else None)
-    if rhat and max(rhat) > 1.05:
-        found.add(1, f"R-hat is {max(rhat):.3f} (chains disagree)")
-    if ess and min(ess) < 100:
-        found.add(1, f"only {min(ess):.0f} effective draws")
+    chain_findings(found, posterior, details)
     return FitCheck(VERDICTS[found.level], found.reasons, found.advice, list(remedies or []), details)

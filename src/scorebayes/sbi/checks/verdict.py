@@ -52,7 +52,7 @@ from ...proposal import GaussianProposal
 from .score_mean import score_shift
 from .simulated import simulate_views
 
-__all__ = ["VERDICTS", "FitCheck", "Findings", "check_fit", "grade"]
+__all__ = ["VERDICTS", "FitCheck", "Findings", "chain_findings", "check_fit", "grade"]
 
 VERDICTS = ("pass", "warn", "fail")
 #: (warn, fail) limits: |bias| in posterior SDs, |log sd ratio|, shares of draws
@@ -116,6 +116,19 @@ class Findings:
 def grade(excess_warn: float, excess_fail: float) -> int:
     """0 (pass), 1 (warn) or 2 (fail) from how far a statistic is beyond each limit (> 0: beyond)."""
     return 2 if excess_fail > 0 else 1 if excess_warn > 0 else 0
+
+
+def chain_findings(found: Findings, posterior: Posterior, details: dict[str, Any]) -> None:
+    """Did the chains mix? Warnings for an R-hat above 1.05 and fewer than 100 effective draws
+    (``details["rhat"]``, the largest, and ``details["ess"]``, the smallest over the parameters)."""
+    rows = posterior.summary()
+    rhat = [r["rhat"] for r in rows if r["rhat"] is not None]
+    ess = [r["ess"] for r in rows if r["ess"] is not None]
+    details["rhat"], details["ess"] = (max(rhat) if rhat else None), (min(ess) if ess else None)
+    if rhat and max(rhat) > 1.05:
+        found.add(1, f"R-hat is {max(rhat):.3f} (chains disagree)")
+    if ess and min(ess) < 100:
+        found.add(1, f"only {min(ess):.0f} effective draws")
 
 
 def bartlett_statistics(likelihood, u_hat: Tensor, step: Tensor, x: list[Tensor]) -> tuple[Tensor, Tensor, Tensor]:
@@ -206,15 +219,7 @@ def check_fit(estimator, posterior: Posterior, *, num_data_sets: int = 200, seed
               f"{edge:.1%} of the draws lie at the edge of the region the score was trained on",
               "a table round around the posterior, or a wider proposal (proposal_inflation)")
 
-    # did the chains mix?
-    rows = posterior.summary()
-    rhat = [r["rhat"] for r in rows if r["rhat"] is not None]
-    ess = [r["ess"] for r in rows if r["ess"] is not None]
-    details["rhat"], details["ess"] = (max(rhat) if rhat else None), (min(ess) if ess else None)
-    if rhat and max(rhat) > 1.05:
-        found.add(1, f"R-hat is {max(rhat):.3f} (chains disagree)")
-    if ess and min(ess) < 100:
-        found.add(1, f"only {min(ess):.0f} effective draws")
+    chain_findings(found, posterior, details)
     if posterior.info.get("remembers_start"):
         found.add(1, "the chains have not forgotten their starts")
     return FitCheck(VERDICTS[found.level], found.reasons, found.advice, list(remedies or []), details)
