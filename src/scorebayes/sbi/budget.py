@@ -211,7 +211,7 @@ def plan_fit(tables: Any, localization: Any, n: int, *, single: bool, calibrate:
     fixed = {k: localization.options.get(k) for k in ("replicates", "iterations", "m", "restarts")}
     fixed.update(num_groups=tables.num_groups, group_size=tables.group_size,
                  **{("single_rows" if single else "num_data_sets"): tables.table_size})
-    fixed["calibration"] = getattr(tables, "calibration_size", None)
+    fixed["calibration"] = tables.calibration_size
     return plan_budget(tables.num_simulations, n, single=single, localize=localization.enabled, fixed=fixed,
                        calibrate=calibrate)
 

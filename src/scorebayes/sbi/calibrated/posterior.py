@@ -19,10 +19,10 @@ from __future__ import annotations
 import torch
 
 from ...posterior import Posterior
+from ..budget import MAX_ROUNDS
 from ..checks.calibrated import check_calibrated
 from ..fitted import FittedEstimator
 from ..rounds.remedies import announce_check
-from ..budget import MAX_ROUNDS
 from ..sample_store import load_samples, samples_name, save_samples
 from .stage import CalibrationReport, calibrated_posterior
 

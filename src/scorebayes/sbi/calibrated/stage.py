@@ -52,7 +52,7 @@ from .coverage import held_out_coverage
 from .sampling import sample_mala
 from .synthetic_likelihood import GaussianSyntheticLikelihood, fit_synthetic_likelihood
 
-__all__ = ["CalibrationReport", "MAX_ROUNDS", "calibrated_posterior", "score_summaries"]
+__all__ = ["CalibrationReport", "calibrated_posterior", "information_ratio", "score_summaries"]
 
 #: a round's proposal SD over the last posterior's SD
 WIDTH = 2.5
@@ -160,7 +160,6 @@ def calibrated_posterior(est: FittedEstimator, num_samples: int, *, seed: int, n
     pooled_u, pooled_views = report.pooled_u, report.pooled_views
     held = torch.zeros(sum(len(u) for u in pooled_u), dtype=torch.bool)
     first = len(report.rounds)
-    draws = None
     for r in range(first, first + rounds):
         with est.ledger_.stage(f"calibration {r + 1}"):
             u_new = center + proposal_sd * _truncated_normal(size, len(center), g)
