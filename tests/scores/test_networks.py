@@ -11,7 +11,7 @@ def test_standardisation_is_robust_to_heavy_tails():
     x[:200] = 1e6 * torch.rand(200, 1, generator=g)
     net = ScoreNet(1, 1, hidden=(8,))
     net.fit_standardisation(torch.randn(20_000, 1, generator=g), x)
-    z = net.x_norm(5 + 2 * torch.randn(5_000, 1, generator=g))
+    z = net.data_input(5 + 2 * torch.randn(5_000, 1, generator=g))
     # the typical data keep a unit-order spread (mean/SD scaling would give SD ~ 1e-4)
     assert 0.8 < float(z.std()) < 1.25
     assert abs(float(z.mean())) < 0.1

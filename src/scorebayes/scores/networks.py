@@ -37,6 +37,7 @@ import torch
 from torch import Tensor, nn
 
 from .layers import ACTIVATIONS, Standardiser, activation_derivative, broadcast_leading, mlp
+from .normal_scores import NormalScores
 from .views import CoordinateViewScoreNet, check_embedding, check_tied, check_views
 
 # CoordinateViewScoreNet (.views) and ACTIVATIONS (.layers) are exported here too, where callers import them
@@ -60,7 +61,7 @@ class ScoreNet(nn.Module):
         super().__init__()
         self.theta_dim, self.x_dim = theta_dim, x_dim
         self.theta_norm = Standardiser(theta_dim)
-        self.x_norm = Standardiser(x_dim)
+        self.x_marginal, self.x_norm = NormalScores(x_dim), Standardiser(x_dim)
         # the first affine map is kept apart: its theta and x columns are split on the hot path
         layers = list(mlp([theta_dim + x_dim, *hidden, theta_dim], activation))
         self.first = layers.pop(0) if hidden else None
@@ -69,11 +70,16 @@ class ScoreNet(nn.Module):
     def fit_standardisation(self, theta: Tensor, x: Tensor) -> None:
         """Set input statistics from a training table (``theta [N, d]``, ``x [..., p]``)."""
         self.theta_norm.fit(theta)
-        self.x_norm.fit(x)
+        self.x_norm.fit(self.x_marginal.fit(x))
+
+    def data_input(self, x: Tensor) -> Tensor:
+        """What the network sees of ``x [*, p]``: heavy-tailed columns as normal scores
+        (`scorebayes.scores.normal_scores`), then robustly standardised."""
+        return self.x_norm(self.x_marginal(x))
 
     def forward(self, theta: Tensor, x: Tensor) -> Tensor:
         t = self.theta_norm(theta)
-        z = self.x_norm(x)
+        z = self.data_input(x)
         t, z = broadcast_leading(t, z)
         h = torch.cat([t, z], dim=-1)
         if self.first is not None:
@@ -102,7 +108,7 @@ class ScoreNet(nn.Module):
             return self(theta[:, None, :], x[None]).sum(1)
         w_theta = self.first.weight[:, : self.theta_dim]
         w_x = self.first.weight[:, self.theta_dim :]
-        data_part = self.x_norm(x) @ w_x.T + self.first.bias  # [n, h]
+        data_part = self.data_input(x) @ w_x.T + self.first.bias  # [n, h]
         theta_part = self.theta_norm(theta) @ w_theta.T  # [C, h]
         n, width = data_part.shape
         last = self.rest[-1]  # mlp() ends with the affine output layer
@@ -132,7 +138,7 @@ class ScoreNet(nn.Module):
         if self.first is None:
             return self(theta[:, :, None, :], x[:, None]).sum(2)
         w_theta, w_x = self.first.weight[:, : self.theta_dim], self.first.weight[:, self.theta_dim :]
-        data_part = self.x_norm(x) @ w_x.T + self.first.bias  # [M, n, h]
+        data_part = self.data_input(x) @ w_x.T + self.first.bias  # [M, n, h]
         theta_part = self.theta_norm(theta) @ w_theta.T  # [M, C, h]
         return self.rest(theta_part[:, :, None] + data_part[:, None]).sum(2) / self.theta_norm.scale
 
@@ -160,7 +166,7 @@ class ScoreNet(nn.Module):
             return None
         d = self.theta_dim
         w_theta, w_x = self.first.weight[:, :d], self.first.weight[:, d:]
-        h = (self.theta_norm(theta) @ w_theta.T)[:, None, :] + self.x_norm(x) @ w_x.T + self.first.bias
+        h = (self.theta_norm(theta) @ w_theta.T)[:, None, :] + self.data_input(x) @ w_x.T + self.first.bias
         tangent = (w_theta / self.theta_norm.scale).T  # [d, H]: d(pre-activation)/d theta_l, constant
         layers = list(self.rest)
         last_activation = max(k for k, layer in enumerate(layers) if not isinstance(layer, nn.Linear))

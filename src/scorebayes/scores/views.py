@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from .layers import Standardiser, activation_class, activation_derivative, broadcast_leading, mlp
+from .normal_scores import NormalScores
 
 __all__ = ["CoordinateViewScoreNet", "check_embedding", "check_tied", "check_views"]
 
@@ -96,7 +97,7 @@ class CoordinateViewScoreNet(nn.Module):
         check_embedding(embedding, self.tied)
         self.theta_dim, self.x_dim = theta_dim, x_dim
         self.theta_norm = Standardiser(theta_dim)
-        self.x_norm = Standardiser(x_dim)
+        self.x_marginal, self.x_norm = NormalScores(x_dim), Standardiser(x_dim)
         self.act = activation_class(activation)()
         self.embed = None
         if embedding:
@@ -123,11 +124,11 @@ class CoordinateViewScoreNet(nn.Module):
     def fit_standardisation(self, theta: Tensor, x: Tensor) -> None:
         """Set input statistics from a training table (``theta [N, d]``, ``x [..., p]``)."""
         self.theta_norm.fit(theta, self._theta_pools)
-        self.x_norm.fit(x, self._x_pools)
+        self.x_norm.fit(self.x_marginal.fit(x, self._x_pools), self._x_pools)
 
     def _data(self, x: Tensor) -> Tensor:
         """Standardised ``x [..., p]``, with the shared embedding appended: ``[..., p + k]``."""
-        z = self.x_norm(x)
+        z = self.x_norm(self.x_marginal(x))  # heavy-tailed columns as normal scores, standardised
         return z if self.embed is None else torch.cat([z, self.embed(z)], -1)
 
     def forward(self, theta: Tensor, x: Tensor) -> Tensor:
