@@ -65,7 +65,7 @@ def known_score_estimator():
         def simulate(th, n, g):
             return th[:, None, :] + torch.randn(len(th), n, 2, generator=g, dtype=th.dtype)
 
-        est = ScoreLangevin.from_options(prior, simulate, mode="n", localize=False, table_size=16, progress=False,
+        est = ScoreLangevin.from_options(prior, simulate, mode="n", localize=False, table_size=16, progress=False, calibrate=False,
                             schedule=TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=8))
         est.fit(torch.zeros(3, 2))
         region = (torch.full((2,), -50.0, dtype=torch.float64), torch.full((2,), 50.0, dtype=torch.float64))

@@ -47,16 +47,21 @@ def write(tmp_path, fn="simulate", data="true_parameters = [1.5]\nn = 40", extra
     return cfg
 
 
-def test_run_writes_the_contract_outputs(tmp_path):
-    cfg = write(tmp_path)
+@pytest.mark.parametrize("calibrate", [None, False])
+def test_run_writes_the_contract_outputs(tmp_path, calibrate):
+    cfg = write(tmp_path, extra="" if calibrate is None else f"calibrate = {str(calibrate).lower()}")
     out = tmp_path / "out"
     assert main(["run", str(cfg), "--out", str(out), "--quiet"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["method"] == "score-langevin" and summary["seed"] == 2
     assert summary["simulations"] > 0 and summary["seconds"] > 0
-    # the sampler's checks reach the summary; 4 chains are too few to judge start memory (null)
-    assert summary["start_memory"] is None and 0 <= summary["edge_fraction"] <= 1
-    assert summary["starts_reflected"] == 0
+    assert summary["check"]["verdict"] in ("pass", "warn", "fail")
+    if calibrate is None:  # the default: the calibrated posterior, its rounds counted per stage
+        assert summary["check"]["details"]["rounds"] >= 1
+        assert any(stage.startswith("calibration") for stage in summary["simulations_by_stage"])
+    else:  # Langevin chains: the sampler's checks reach the summary (4 chains: start memory null)
+        assert summary["start_memory"] is None and 0 <= summary["edge_fraction"] <= 1
+        assert summary["starts_reflected"] == 0
     row = summary["parameters"][0]
     assert set(row) == {"name", "mean", "sd", "q2.5", "q97.5", "rhat", "ess"} and row["name"] == "mu"
     assert abs(row["mean"] - 1.5) < 5 * (row["sd"] + 0.2)

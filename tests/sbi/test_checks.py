@@ -50,7 +50,7 @@ def _estimator(x_obs, seed=0, **options):
         return th[:, None, :] + torch.randn(len(th), n, DIM, generator=g, dtype=th.dtype)
 
     options = {"table_size": 16, **options}
-    est = ScoreLangevin.from_options(prior, simulate, mode="n", localize=False, progress=False, seed=seed, **options,
+    est = ScoreLangevin.from_options(prior, simulate, mode="n", localize=False, progress=False, seed=seed, calibrate=False, **options,
                                      schedule=TrainingSchedule(epochs=1, penalty_epochs=0, batch_size=8))
     est.fit(x_obs)
     center = x_obs.mean(0).double()

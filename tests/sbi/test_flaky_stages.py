@@ -62,6 +62,7 @@ schedule = {{ epochs = 10, patience = 10 }}
 mean_schedule = {{ epochs = 10, batch_size = 32 }}
 localization = {{ replicates = 12, iterations = 60 }}
 num_samples = 400
+calibrate = {calibrate}
 '''
 
 
@@ -73,19 +74,21 @@ def _prior(d=1):
     return independent([Normal(torch.tensor(0.0, dtype=F64), torch.tensor(3.0, dtype=F64))] * d)
 
 
-@pytest.mark.parametrize("localize_first", [False, True])
-def test_a_flaky_simulator_runs_to_a_posterior_through_the_cli_and_resumes(tmp_path, localize_first):
+@pytest.mark.parametrize("localize_first, calibrate", [(False, True), (True, False)])
+def test_a_flaky_simulator_runs_to_a_posterior_through_the_cli_and_resumes(tmp_path, localize_first, calibrate):
+    """Both posteriors: the calibrated one (the default) and Langevin chains with their check."""
     (tmp_path / "sims.py").write_text(FLAKY)
     config = tmp_path / "run.toml"
-    config.write_text(CONFIG.format(localize=str(localize_first).lower()))
+    config.write_text(CONFIG.format(localize=str(localize_first).lower(), calibrate=str(calibrate).lower()))
     out = tmp_path / "out"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert main(["run", str(config), "--out", str(out), "--quiet"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     dropped = summary["dropped_by_stage"]
-    # the check's 200-odd data sets met NaNs, and the tables' blocks raised or met NaNs too
-    assert dropped["check"]["nonfinite"] > 0
+    # the check's (or the calibration's) data sets met NaNs, and the tables' blocks raised or met NaNs too
+    checking = [k for k in dropped if k.startswith("calibration" if calibrate else "check")]
+    assert checking and all(dropped[k]["nonfinite"] > 0 for k in checking)
     assert sum(v["failed"] + v["nonfinite"] for k, v in dropped.items() if k.startswith("table")) > 0
     assert summary["failed_simulations"] == sum(v["failed"] for v in dropped.values())
     assert summary["nonfinite_simulations"] == sum(v["nonfinite"] for v in dropped.values())

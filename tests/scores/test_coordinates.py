@@ -98,7 +98,7 @@ def test_boundary_posterior_matches_the_truncated_normal():
     truth = torch.tensor([[0.005, 0.5]], dtype=torch.float64)  # xbar_1 < 0: the MLE is on the face
     x_obs = simulate(truth, n, make_generator(5, "observed"))[0]
     estimator = ScoreLangevin.from_options(
-        prior, simulate, network_coordinates="constrained", localize=False, table_size=12_000,
+        prior, simulate, network_coordinates="constrained", localize=False, calibrate=False, table_size=12_000,
         num_groups=2000, group_size=100, schedule=TrainingSchedule(epochs=40, penalty_epochs=10, patience=10),
         mean_schedule=TrainingSchedule(epochs=60, penalty_epochs=10, batch_size=32, patience=15),
         curvature_penalties=(0.0, 1e-3), mean_penalties=(0.0, 1e-3),

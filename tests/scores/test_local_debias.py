@@ -52,7 +52,7 @@ class Zero(nn.Module):
 
 def _fitted(seed=0):
     sim = Simulator(lambda th, n, g: th[:, None, :] + torch.randn(len(th), n, 1, generator=g, dtype=th.dtype))
-    est = ScoreLangevin.from_options(independent([Normal(0.0, PRIOR_SD)]), sim, localize=False, table_size=400,
+    est = ScoreLangevin.from_options(independent([Normal(0.0, PRIOR_SD)]), sim, localize=False, calibrate=False, table_size=400,
                         num_groups=40, group_size=20, schedule=TrainingSchedule(epochs=1, penalty_epochs=0),
                         mean_schedule=TrainingSchedule(epochs=1, penalty_epochs=0),
                         curvature_penalties=(0.0,), mean_penalties=(0.0,), progress=False, seed=seed)

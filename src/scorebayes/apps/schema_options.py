@@ -180,7 +180,7 @@ def _langevin() -> dict[str, Key]:
         "threads": (POS, "torch threads for the fit and the chains"),
     }, num_simulations="the default plan's total (about 3,600 at n = 200)",
         table_size="20000 (single), 1000 (other modes)", num_groups="500", group_size="min(1000, max(100, n))",
-        antithetic="true in single mode", calibrate="false",
+        antithetic="true in single mode", calibrate="true in modes single and n (not with preset paper)",
         calibration_size="1000", threads="torch's (the cores this process may use)",
         schedule="at most 60 epochs, 15 per penalty, patience 10",
         mean_schedule="at most 60 epochs, 15 per penalty, patience 10, batch_size 32")

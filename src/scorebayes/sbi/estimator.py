@@ -165,7 +165,9 @@ class ScoreLangevin:
         self.view = view_for_mode(mode, networks.data_features)
         single = self.view.single_observations
         self.tables = tables
-        self.calibrates = bool(tables.calibrate) and mode != "markov"
+        calibrate = tables.calibrate  # None: where the data are i.i.d., except the paper's preset
+        self.calibrates = (mode in ("single", "n") and preset != "paper") if calibrate is None else (
+            calibrate and mode != "markov")
         self.antithetic = single if tables.antithetic is None else bool(tables.antithetic)
         # an n-model step carries batch_size * n observations: fewer data sets per step
         self.schedule = training.schedule or default_schedule(single)

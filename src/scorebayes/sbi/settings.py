@@ -97,8 +97,8 @@ class Tables:
             data the chains condition on.
         calibrate: the posterior from the learned score used as a summary and calibrated on
             data sets of the observed size (`scorebayes.sbi.calibrated`), instead of Langevin
-            chains on the summed score. Off by default for now (``None``); not in mode
-            ``"markov"``.
+            chains on the summed score. ``None``: on in modes ``"single"`` and ``"n"`` (i.i.d.
+            data) except under ``preset="paper"``; never in mode ``"markov"``.
         calibration_size: data sets per calibration round (default 1,000, scaled with
             ``num_simulations``).
     """
