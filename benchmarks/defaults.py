@@ -2,7 +2,9 @@
 
 For every model of :mod:`scorebayes.models.suite` and every repetition (a fresh observed data set
 at the model's true parameters), one ``ScoreLangevin(prior, simulator).fit(x).sample(2000)`` with
-no options, timed end to end (fit, chains and the fit's check), against the exact posterior:
+no options (the calibrated posterior; ``--summed``: Langevin chains on the summed score,
+``calibrate = false``), timed end to end (fit, posterior and the fit's check), against the exact
+posterior:
 
 - ``mean_error``: max over the parameters of |mean - exact mean| / exact SD (target <= 0.3);
 - ``sd_ratio``: SD / exact SD, the extremes over the parameters (target within 25%);
@@ -14,7 +16,7 @@ no options, timed end to end (fit, chains and the fit's check), against the exac
 
 Run from the repository root:
 
-    scorebayes bench defaults [--models gaussian_mean,gandk] [--reps 3] [--threads 1] [--calibrate]
+    scorebayes bench defaults [--models gaussian_mean,gandk] [--reps 3] [--threads 1] [--summed]
 
 It prints a markdown table and writes ``benchmarks/results/defaults.json`` (``--out`` elsewhere).
 """
@@ -31,7 +33,7 @@ from scorebayes import ScoreLangevin
 from scorebayes.models.suite import SUITE
 
 
-def run_one(name: str, rep: int, threads: int | None, calibrate: bool = False) -> dict:
+def run_one(name: str, rep: int, threads: int | None, calibrate: bool | None = None) -> dict:
     model = SUITE[name]()
     x_obs = observed(model, rep)
     start = time.perf_counter()
@@ -76,14 +78,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reps", type=int, default=1, help="observed data sets per model")
     parser.add_argument("--first-rep", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
-    parser.add_argument("--calibrate", action="store_true", help="the calibrated posterior (calibrate = true)")
+    parser.add_argument("--summed", action="store_true", help="Langevin chains on the summed score (calibrate = false)")
     parser.add_argument("--out", default="benchmarks/results/defaults.json")
     args = parser.parse_args(argv)
     names = model_names(parser, args.models)
     rows = []
     for name in names:
         for rep in range(args.first_rep, args.first_rep + args.reps):
-            rows.append(run_one(name, rep, args.threads, args.calibrate))
+            rows.append(run_one(name, rep, args.threads, False if args.summed else None))
             print(table(rows[-1:]).splitlines()[-1], flush=True)
     write_json(args.out, rows)
     print(table(rows))

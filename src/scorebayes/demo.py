@@ -2,8 +2,9 @@
 
 A linear regression with i.i.d. rows ``(x_i, y_i)``, ``y = a + b x + N(0, 0.5^2)``,
 ``n = 100`` and normal priors: simulate the data, localize, learn the likelihood score
-(single-observation score matching + curvature penalty + debiasing), run Langevin
-chains, and compare with the exact Gaussian posterior. Writes the standard outputs
+(single-observation score matching + curvature penalty + debiasing), calibrate it as a
+summary on simulated data sets of the observed size (the default posterior for i.i.d. data), and
+compare with the exact Gaussian posterior. Writes the standard outputs
 (``summary.json``, ``samples.csv``, ``pairplot.png``, ``posterior.nc``) to ``out``.
 """
 

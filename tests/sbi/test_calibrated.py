@@ -13,6 +13,7 @@ from scorebayes.sbi.budget import MAX_ROUNDS, Ledger, plan_budget
 from scorebayes.sbi.calibrated import calibrated_posterior, fit_synthetic_likelihood
 from scorebayes.sbi.calibrated.sampling import sample_mala
 from scorebayes.sbi.calibrated.stage import CalibrationReport
+from scorebayes.sbi.calibrated.statistics import DataStatistics, fit_projection
 from scorebayes.sbi.checks.calibrated import check_calibrated
 from scorebayes.sbi.reference_tables import TableSource
 from scorebayes.sbi.settings import Simulation
@@ -62,6 +63,17 @@ class _BiasedScore:
 
         def score(u):  # [M, C, 1]
             return ((data[:, None, :, 0] - u) / NOISE_SD**2 + self.bias).sum(-1, keepdim=True)
+        return score
+
+
+class _UselessScore(_BiasedScore):
+    """A "score" that carries no information: a deterministic pseudo-random number per data set."""
+
+    def for_data_sets(self, views):
+        data = torch.stack(views).to(torch.float64)  # [M, n, 1]
+
+        def score(u):  # [M, C, 1], the same for every u
+            return torch.sin(1e3 * data.sum((1, 2)))[:, None, None].expand(-1, u.shape[1], 1) * self.n_obs
         return score
 
 
@@ -157,10 +169,12 @@ def test_the_budget_plan_holds_the_calibration_rounds():
         plan_budget(500.0, 200, single=True, localize=True, fixed={}, calibrate=True)
 
 
-def _report(z_mean, z_sd, held=200, moved=0.05, information=(1.0, 1.0)):
+def _report(z_mean, z_sd, held=200, moved=0.05, information=(1.0, 1.0), sharpening=(), projection_gain=()):
     report = CalibrationReport(rounds=[{"moved": 1.0}, {"moved": moved}],
                                coverage={"z_mean": z_mean, "z_sd": z_sd, "coverage_90": [0.9], "num_data_sets": held},
-                               observed_distance=1.0, converged=True, proposal=(torch.zeros(1), torch.ones(1)))
+                               observed_distance=1.0, converged=True, proposal=(torch.zeros(1), torch.ones(1)),
+                               table_rounds=len(sharpening), sharpening=list(sharpening),
+                               projection_gain=list(projection_gain))
     report.information_ratio = information
     return report
 
@@ -173,8 +187,76 @@ def _report(z_mean, z_sd, held=200, moved=0.05, information=(1.0, 1.0)):
     (_report([0.0], [1.0], moved=2.0), "fail"),
     (_report([0.0], [1.0], information=(1.0, 4.0)), "fail"),
     (_report([0.0], [1.0], held=5), "warn"),
+    # the last table round still moved the posterior, or narrowed it: the summary may not be efficient
+    (_report([0.0], [1.0], sharpening=[{"moved": 2.0, "sd_ratio": 0.5}, {"moved": 0.6, "sd_ratio": 0.9}]), "warn"),
+    (_report([0.0], [1.0], sharpening=[{"moved": 0.1, "sd_ratio": 0.7}]), "warn"),
+    (_report([0.0], [1.0], sharpening=[{"moved": 2.0, "sd_ratio": 0.5}, {"moved": 0.1, "sd_ratio": 0.95}]), "pass"),
+    # a projected summary is reported, not graded (it may be efficient, as on a regression)
+    (_report([0.0], [1.0], projection_gain=[[0.5, 0.1]]), "pass"),
 ])
 def test_the_verdict_on_broken_calibrations(report, expected):
     draws = 0.1 * torch.randn(400, 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     posterior = Posterior(draws.reshape(4, 100, 1), ["mu"])
     assert check_calibrated(report, posterior, draws).verdict == expected
+
+
+def test_data_statistics_are_the_quantiles_means_and_products_of_the_standardised_columns():
+    g = torch.Generator().manual_seed(0)
+    observed = torch.randn(500, 2, generator=g, dtype=torch.float64) * torch.tensor([1.0, 3.0]) + 5
+    statistics = DataStatistics(observed)
+    views = [torch.randn(500, 2, generator=g, dtype=torch.float64) * torch.tensor([1.0, 3.0]) + 5 for _ in range(3)]
+    s = statistics(views)
+    assert s.shape == (3, 7 * 2 + 2 + 3)  # octiles and mean per column, products z0^2, z0 z1, z1^2
+    z = (views[0] - statistics.norm.shift) / statistics.norm.scale  # light tails: no normal scores
+    assert torch.allclose(s[0, 14:16], z.mean(0)) and torch.allclose(s[0, 16], (z[:, 0] ** 2).mean())
+    assert torch.allclose(statistics(views[:1] + [views[1][:100]])[0], s[0])  # unequal sizes one by one
+
+
+def test_the_projection_is_used_only_when_the_statistics_add_information():
+    """u ~ N(0, 1); the score summary T sees u through noise of SD 2, the statistic S through noise
+    of SD 0.3. (T, S) predicts u far better than T: projected, with a gain near
+    1 - (0.3^2 / (1 + 0.3^2)) / (4 / (1 + 4)) = 0.90. With S pure noise the gain is about 0:
+    T stays."""
+    g = torch.Generator().manual_seed(1)
+    m = 3000
+    u = torch.randn(m, 1, generator=g, dtype=torch.float64)
+    t = u + 2 * torch.randn(m, 1, generator=g, dtype=torch.float64)
+    held = torch.rand(m, generator=g) < 0.2
+    fold = torch.arange(m) % 2
+    center, scale = torch.zeros(1, dtype=torch.float64), torch.ones(1, dtype=torch.float64)
+    informative = torch.cat([u + 0.3 * torch.randn(m, 1, generator=g, dtype=torch.float64),
+                             torch.randn(m, 3, generator=g, dtype=torch.float64)], 1)
+    projection = fit_projection(u, t, informative, held, fold, center, scale, bandwidth=100.0)
+    assert projection is not None and abs(float(projection.gain[0]) - 0.90) < 0.03
+    projected = projection(t, informative, fold)
+    assert float(torch.corrcoef(torch.cat([projected, u], 1).T)[0, 1]) > 0.95
+    noise = torch.randn(m, 4, generator=g, dtype=torch.float64)
+    assert fit_projection(u, t, noise, held, fold, center, scale, bandwidth=100.0) is None
+
+
+def test_the_report_says_when_a_table_round_should_follow():
+    report = _report([0.0], [1.0])
+    assert not report.still_sharpening() and not report.score_inefficient()
+    report.projection_gain = [[0.5], None]
+    assert not report.score_inefficient()  # the last round's score summary was kept
+    report.projection_gain.append([0.5])
+    assert report.score_inefficient()
+    report.sharpening = [{"moved": 0.1, "sd_ratio": 0.9}]
+    assert not report.still_sharpening()
+    report.sharpening.append({"moved": 0.1, "sd_ratio": 0.7})
+    assert report.still_sharpening()
+
+
+def test_a_summary_that_misses_everything_is_replaced_by_its_projection_on_the_data_statistics():
+    """The learned summary carries no information; the data statistics hold the data mean, which is
+    sufficient: the projected summary gives the conjugate posterior. Without the projection the
+    posterior is 21 times as wide as the conjugate one and 7 of its SDs off (checked)."""
+    x_obs = _x_obs()
+    est = _Estimator(x_obs, 0.0, Simulator(_normal_simulator, obs_dim=1), calibration=1000)
+    est.likelihood_ = _UselessScore(x_obs, 0.0)
+    posterior, report = calibrated_posterior(est, 2000, seed=0, names=["mu"])
+    mean, sd = conjugate(float(x_obs.mean()))
+    got = posterior.draws.reshape(-1)
+    assert report.projection_gain[-1] is not None and report.projection_gain[-1][0] > 0.5
+    assert abs(float(got.mean()) - mean) / sd < 0.25
+    assert abs(float(got.std()) / sd - 1) < 0.2

@@ -12,6 +12,14 @@ $\mathcal N(\bar u, (10\,\mathrm{sd})^2)$ around the calibrated posterior (no wi
 calibration continued with the sharper summary. The centre comes from the calibrated
 posterior, which the score's bias cannot move; a table re-centred on the summed-score
 posterior follows that bias instead.
+
+A summary that is not efficient gives a calibrated posterior that is honest but too wide. A
+narrower table makes the network's summary sharper. So a table round also follows when the
+score summary missed information that generic data statistics carry
+([`scorebayes.sbi.calibrated.statistics`][scorebayes.sbi.calibrated.statistics]) or the calibration
+rounds had not settled. A table round that still moved the mean by more than 0.3 SDs or shrank
+an SD below 0.8 of the previous one is followed by another (at most ``MAX_TABLE_ROUNDS``), one
+that did not ends them; the verdict warns when the last one still did.
 """
 
 from __future__ import annotations
@@ -32,6 +40,8 @@ __all__ = ["calibrated_sample"]
 TABLE_WIDTH = 10.0
 #: a table wider than this many calibrated posterior SDs is re-centred
 RECENTRE_WIDTH = 12.0
+#: table rounds at most (each one retrains the networks)
+MAX_TABLE_ROUNDS = 3
 
 
 def calibrated_sample(est: FittedEstimator, num_samples: int, *, seed: int, check: bool) -> Posterior:
@@ -52,9 +62,11 @@ def calibrated_sample(est: FittedEstimator, num_samples: int, *, seed: int, chec
             return stored
     names = est.parameter_names or [f"theta{k}" for k in range(est.space.dim)]
     posterior, report = calibrated_posterior(est, num_samples, seed=seed, names=names, rounds=MAX_ROUNDS - 1)
-    if _table_round(est, report):
+    while _table_round(est, report):
+        before = report.last_estimate()
         posterior, report = calibrated_posterior(est, num_samples, seed=seed, names=names, report=report,
-                                                 rounds=max(1, MAX_ROUNDS - len(report.rounds)))
+                                                 rounds=max(2, MAX_ROUNDS - len(report.rounds)))
+        report.record_sharpening(before)
     est.calibration_ = report
     posterior.info.update({"method": "score-langevin", "mode": est.mode, "calibration": report.to_dict(),
                            "simulations": sum(est.simulations_.values()),
@@ -70,15 +82,23 @@ def calibrated_sample(est: FittedEstimator, num_samples: int, *, seed: int, chec
 
 
 def _table_round(est: FittedEstimator, report: CalibrationReport) -> bool:
-    """Redraw the tables around the calibrated posterior if they are too broad or off centre
-    (module docstring) and the budget holds the round; whether it was done."""
+    """Redraw the tables around the calibrated posterior when the first calibration asks for it
+    (tables too broad or off centre, a score summary the data statistics improved on, rounds not
+    settled) or the last table round still sharpened the posterior (module docstring), up to
+    ``MAX_TABLE_ROUNDS`` and within the budget; whether it was done."""
     proposal = est.proposal_
     if not est.view.single_observations or not hasattr(proposal, "mean"):
+        return False
+    if report.table_rounds >= MAX_TABLE_ROUNDS:
         return False
     mean, sd = report.last_estimate()
     too_wide = bool((proposal.sd > RECENTRE_WIDTH * sd).any())
     off_centre = bool(((mean - proposal.mean).abs() > proposal.sd).any())
-    if not (too_wide or off_centre):
+    if report.sharpening:  # after a table round, another only if that one still sharpened
+        wanted = report.still_sharpening()
+    else:  # the network's summary missed information the data statistics carry, or had not settled
+        wanted = too_wide or off_centre or report.score_inefficient() or not report.converged
+    if not wanted:
         return False
     plan = est.plan_
     if plan.total is not None and sum(est.simulations_.values()) + plan.round_cost() + plan.calibration > plan.total:

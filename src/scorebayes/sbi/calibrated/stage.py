@@ -21,7 +21,10 @@ Rounds: round 0 draws its data sets from the localized proposal; each later roun
 $\mathcal N(\bar u, (\kappa\,\mathrm{sd})^2)$ around the last calibrated posterior
 ($\kappa = 2.5$; both truncated at 3 SDs), with $\hat u = \bar u$ and the summaries of all rounds' data sets
 recomputed there. The rounds stop when the posterior mean moved less than 0.3 of its SDs and
-the SDs by less than 30% (or after ``MAX_ROUNDS``). The posterior is sampled by MALA
+the SDs by less than 30% (or after ``MAX_ROUNDS``). When generic statistics $S$ of the data sets (quantiles, means, cross-products) predict the
+parameters of held-back data sets clearly better together with $T$ than $T$ alone, the
+summary is replaced by that prediction, $T' = \hat B^\top(1, T, S)$
+([`scorebayes.sbi.calibrated.statistics`][scorebayes.sbi.calibrated.statistics]). The posterior is sampled by MALA
 ([`scorebayes.sbi.calibrated.sampling`][scorebayes.sbi.calibrated.sampling]); a fifth of each round's data sets is held
 back for the local simulation-based calibration of
 [`scorebayes.sbi.calibrated.coverage`][scorebayes.sbi.calibrated.coverage].
@@ -50,6 +53,7 @@ from ..checks.simulated import simulate_views
 from ..fitted import FittedEstimator
 from .coverage import held_out_coverage
 from .sampling import sample_mala
+from .statistics import DataStatistics, fit_projection
 from .synthetic_likelihood import GaussianSyntheticLikelihood, fit_synthetic_likelihood
 
 __all__ = ["CalibrationReport", "calibrated_posterior", "information_ratio", "score_summaries"]
@@ -62,6 +66,9 @@ HOLD_OUT = 0.2
 TRUNCATION = 3.0
 #: the rounds stop when the mean moves less than this many SDs and the SDs less than this ratio
 MOVE_TOLERANCE, SD_TOLERANCE = 0.3, 1.3
+#: a table round (a sharper summary) that moved the mean more than this many SDs, or shrank an
+#: SD below this ratio, had not settled the posterior yet
+SETTLED_MOVE, SETTLED_SD_RATIO = 0.3, 0.8
 
 
 @dataclass
@@ -78,19 +85,46 @@ class CalibrationReport:
     likelihood: GaussianSyntheticLikelihood | None = None
     proposal: tuple[Tensor, Tensor] | None = None
     table_rounds: int = 0
+    #: per table round, how it changed the posterior (`record_sharpening()`)
+    sharpening: list[dict[str, float]] = field(default_factory=list)
     information_ratio: tuple[float, float] = (math.nan, math.nan)
     #: every round's parameters and data sets' network views, kept for a later round
     pooled_u: list[Tensor] = field(default_factory=list, repr=False)
     pooled_views: list[Tensor] = field(default_factory=list, repr=False)
+    pooled_statistics: list[Tensor] = field(default_factory=list, repr=False)
+    #: per round, the share of each parameter's residual variance that the data statistics
+    #: explained beyond the score (`scorebayes.sbi.calibrated.statistics`), or None if not used
+    projection_gain: list[list[float] | None] = field(default_factory=list)
 
     def last_estimate(self) -> tuple[Tensor, Tensor]:
         """The last round's posterior mean and SD in ``u``, ``[d]`` each."""
         last = self.rounds[-1]
         return (torch.tensor(last["mean"], dtype=torch.float64), torch.tensor(last["sd"], dtype=torch.float64))
 
+    def record_sharpening(self, before: tuple[Tensor, Tensor]) -> None:
+        """Record how a table round changed the posterior from ``before`` (mean, SD): the largest
+        move of the mean in the new SDs and the smallest ratio of new to old SDs."""
+        (mean0, sd0), (mean1, sd1) = before, self.last_estimate()
+        self.sharpening.append({"moved": float(((mean1 - mean0).abs() / sd1).max()),
+                                "sd_ratio": float((sd1 / sd0).min())})
+
+    def still_sharpening(self) -> bool:
+        """Whether the last table round moved the mean more than ``SETTLED_MOVE`` SDs or shrank an
+        SD below ``SETTLED_SD_RATIO`` of the previous one (another may sharpen it further)."""
+        if not self.sharpening:
+            return False
+        last = self.sharpening[-1]
+        return last["moved"] > SETTLED_MOVE or last["sd_ratio"] < SETTLED_SD_RATIO
+
+    def score_inefficient(self) -> bool:
+        """Whether, in the last round, generic data statistics explained more than `statistics.GAIN` of
+        some parameter's residual variance beyond the learned score (the summary was projected)."""
+        return bool(self.projection_gain) and self.projection_gain[-1] is not None
+
     def to_dict(self) -> dict[str, Any]:
         return {"rounds": self.rounds, "coverage": self.coverage, "converged": self.converged,
                 "observed_distance": self.observed_distance, "table_rounds": self.table_rounds,
+                "sharpening": self.sharpening, "projection_gain": self.projection_gain,
                 "information_ratio": list(self.information_ratio)}
 
 
@@ -149,6 +183,8 @@ def calibrated_posterior(est: FittedEstimator, num_samples: int, *, seed: int, n
     g = make_generator(seed, "calibration", len(report.rounds) if report else 0)
     likelihood = est.likelihood_
     _, _, observed_view = simulate_views(est, None, g, "the calibration", data=likelihood.x_obs[None])
+    statistics = DataStatistics(observed_view[0])
+    s_obs = statistics(observed_view)
     size = est.plan_.calibration
     if report is None:
         report = CalibrationReport()
@@ -170,13 +206,24 @@ def calibrated_posterior(est: FittedEstimator, num_samples: int, *, seed: int, n
             held = torch.cat([torch.zeros_like(held), torch.rand(len(u_new), generator=g) < HOLD_OUT])
             pooled_u.append(u_new)
             pooled_views += views
-            u_all = torch.cat(pooled_u)
+            report.pooled_statistics.append(statistics(views))
+            u_all, s_all = torch.cat(pooled_u), torch.cat(report.pooled_statistics)
             t_all = score_summaries(likelihood, center, pooled_views)
-            t_obs = score_summaries(likelihood, center, observed_view)[0]
-            good = torch.isfinite(t_all).all(-1)
+            t_obs = score_summaries(likelihood, center, observed_view)
+            good = torch.isfinite(t_all).all(-1) & torch.isfinite(s_all).all(-1)
+            fold = torch.arange(len(u_all)) % 2
+            projection = fit_projection(u_all[good], t_all[good], s_all[good], held[good], fold[good],
+                                        center, scale, 2 * WIDTH)
+            report.projection_gain.append(None if projection is None else projection.gain.tolist())
             fit_rows = good & ~held
             synthetic = fit_synthetic_likelihood(u_all[fit_rows], t_all[fit_rows], center, scale,
                                                  bandwidth=WIDTH)
+            report.information_ratio = information_ratio(synthetic, len(likelihood.x_obs))  # of the score
+            if projection is not None:  # the data statistics add information: T' replaces T
+                t_all, t_obs = projection(t_all, s_all, fold), projection(t_obs, s_obs)
+                synthetic = fit_synthetic_likelihood(u_all[fit_rows], t_all[fit_rows], center, scale,
+                                                     bandwidth=WIDTH)
+            t_obs = t_obs[0]
 
             def log_posterior(u: Tensor, synthetic=synthetic, t_obs=t_obs) -> Tensor:
                 return est.space.log_prob_unconstrained(u) + synthetic.log_prob(t_obs, u)
@@ -192,7 +239,6 @@ def calibrated_posterior(est: FittedEstimator, num_samples: int, *, seed: int, n
                                   "sd": sd.tolist(), "moved": moved, "acceptance": info["acceptance_rate"]})
             report.likelihood, report.proposal = synthetic, (center.clone(), proposal_sd.clone())
             report.observed_distance = float((synthetic.standardised(t_obs, mean)[0] ** 2).sum())
-            report.information_ratio = information_ratio(synthetic, len(likelihood.x_obs))
             est.ledger_.note(f"  calibration round {r + 1}: the estimate moved {moved:.2f} posterior SDs, "
                              f"the SDs changed by a factor up to {sd_change:.2f}")
         report.converged = r > 0 and moved < MOVE_TOLERANCE and sd_change < SD_TOLERANCE

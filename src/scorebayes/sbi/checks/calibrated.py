@@ -18,6 +18,9 @@ have mean 0 and SD 1 when the synthetic likelihood describes the summary. With $
   (warn) or 3 (fail) from 1. The exact score has ratio 1 (the information identity); a learned
   one far from it is unlikely to be an efficient summary, and the calibrated posterior then
   tends to be wider than the exact one and off-centre by about as much.
+- **sharpening**: the last table round (a network trained closer to the posterior, a sharper
+  summary) still moved the mean more than 0.3 SDs or narrowed an SD below 0.8 of the previous
+  one (warn): the summary may not be efficient yet;
 - **proposal**: draws beyond 3 SDs of the last round's proposal (the synthetic likelihood
   extrapolates there);
 - **chains**: R-hat and effective draws, as in [`check_fit()`][scorebayes.sbi.checks.verdict.check_fit].
@@ -94,6 +97,15 @@ def check_calibrated(report: Any, posterior: Posterior, u_draws: Tensor, *,
               f"the learned score's slope and spread disagree (information ratios {low:.2f}-{high:.2f}, "
               "1 for the exact score): the summary may lose information, and the posterior be too wide "
               "and off-centre", "more simulations (num_simulations), or preset='paper'")
+    # reported, not graded: the projected summary may be efficient (statistics that are
+    # sufficient, as a regression's cross-products) or not, and a large gain does not say which
+    details["projection_gain"] = report.projection_gain[-1] if report.projection_gain else None
+    details["table_rounds"] = report.table_rounds
+    if report.still_sharpening():
+        last = report.sharpening[-1]
+        found.add(1, f"the last of {report.table_rounds} table rounds still moved the posterior "
+                     f"{last['moved']:.2f} SDs and narrowed it to {last['sd_ratio']:.2f} of its SD: the "
+                     "summary may not be efficient yet, and the posterior too wide and off-centre", advice)
     center, sd = report.proposal
     outside = float((((u_draws - center) / sd).abs() > 3).any(-1).double().mean())
     details["table_outside"] = outside
