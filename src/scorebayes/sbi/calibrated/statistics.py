@@ -76,7 +76,7 @@ class DataStatistics:
 
 @dataclass
 class SummaryProjection:
-    """$T' = \hat B^\top (1, T, S)$, cross-fitted: ``coef [2, 1 + d + k, d]`` are fitted on the
+    r"""$T' = \hat B^\top (1, T, S)$, cross-fitted: ``coef [2, 1 + d + k, d]`` are fitted on the
     even and the odd rows, and a row's $T'$ uses the other half's fit, so that the synthetic
     likelihood sees $T'$ as it would on new data; data sets outside the fit (held back, observed)
     use their average. ``gain [d]``: the share of each parameter's held-back residual variance
