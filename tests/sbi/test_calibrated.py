@@ -2,6 +2,7 @@
 exact summary, the whole stage on a biased score, faults, the budget and the verdict."""
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -260,3 +261,32 @@ def test_a_summary_that_misses_everything_is_replaced_by_its_projection_on_the_d
     assert report.projection_gain[-1] is not None and report.projection_gain[-1][0] > 0.5
     assert abs(float(got.mean()) - mean) / sd < 0.25
     assert abs(float(got.std()) / sd - 1) < 0.2
+
+
+def test_a_table_round_follows_a_broad_table_within_the_budget():
+    """A real single-mode fit whose table spans the broad prior (no localization): the first
+    calibration (tables 140 data sets, two rounds of 300) finds the table far wider than the
+    posterior, so a table round follows (140 more and one more calibration round, 1,180 in all),
+    recorded with how it changed the posterior, within the smallest num_simulations these
+    settings accept (1,340: the tables and MAX_ROUNDS calibration rounds). The posterior is the
+    conjugate one."""
+    budget, table_rounds = 1_340, 1
+    from scorebayes.sbi import ScoreLangevin, TrainingSchedule
+
+    prior = independent([Normal(torch.tensor(0.0, dtype=torch.float64), torch.tensor(PRIOR_SD, dtype=torch.float64))])
+    x_obs = _x_obs()
+    est = ScoreLangevin.from_options(prior, _normal_simulator, localize=False, num_simulations=budget,
+                                     table_size=2000, num_groups=100, group_size=50, calibration_size=300,
+                                     schedule=TrainingSchedule(epochs=10, penalty_epochs=0, patience=10),
+                                     mean_schedule=TrainingSchedule(epochs=10, penalty_epochs=0, batch_size=32),
+                                     curvature_penalties=(0.0,), mean_penalties=(0.0,), progress=False, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # 10 epochs: the score's scale is off, and the verdict says so
+        posterior = est.fit(x_obs).sample(1000)
+    calibration = posterior.info["calibration"]
+    assert calibration["table_rounds"] == table_rounds and len(calibration["sharpening"]) == table_rounds
+    assert posterior.info["simulations"] <= budget
+    assert ("table_S1" in posterior.info["simulations_by_stage"]) == (table_rounds > 0)
+    mean, sd = conjugate(float(x_obs.mean()))
+    draws = posterior.draws.reshape(-1)
+    assert abs(float(draws.mean()) - mean) / sd < 0.3 and abs(float(draws.std()) / sd - 1) < 0.25

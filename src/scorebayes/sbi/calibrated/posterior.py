@@ -32,7 +32,7 @@ from ..checks.calibrated import check_calibrated
 from ..fitted import FittedEstimator
 from ..rounds.remedies import announce_check
 from ..sample_store import load_samples, samples_name, save_samples
-from .stage import CalibrationReport, calibrated_posterior
+from .stage import CalibrationReport, calibrated_posterior, proposal_moments
 
 __all__ = ["calibrated_sample"]
 
@@ -86,14 +86,12 @@ def _table_round(est: FittedEstimator, report: CalibrationReport) -> bool:
     (tables too broad or off centre, a score summary the data statistics improved on, rounds not
     settled) or the last table round still sharpened the posterior (module docstring), up to
     ``MAX_TABLE_ROUNDS`` and within the budget; whether it was done."""
-    proposal = est.proposal_
-    if not est.view.single_observations or not hasattr(proposal, "mean"):
+    if not est.view.single_observations or report.table_rounds >= MAX_TABLE_ROUNDS:
         return False
-    if report.table_rounds >= MAX_TABLE_ROUNDS:
-        return False
+    table_mean, table_sd = proposal_moments(est)
     mean, sd = report.last_estimate()
-    too_wide = bool((proposal.sd > RECENTRE_WIDTH * sd).any())
-    off_centre = bool(((mean - proposal.mean).abs() > proposal.sd).any())
+    too_wide = bool((table_sd > RECENTRE_WIDTH * sd).any())
+    off_centre = bool(((mean - table_mean).abs() > table_sd).any())
     if report.sharpening:  # after a table round, another only if that one still sharpened
         wanted = report.still_sharpening()
     else:  # the network's summary missed information the data statistics carry, or had not settled
@@ -105,6 +103,6 @@ def _table_round(est: FittedEstimator, report: CalibrationReport) -> bool:
         return False
     est.ledger_.note(f"  a table round around the calibrated posterior ({TABLE_WIDTH:.0f} of its SDs wide)")
     with est.ledger_.stage("table round"):
-        est.move_tables(mean, torch.minimum(TABLE_WIDTH * sd, proposal.sd))
+        est.move_tables(mean, torch.minimum(TABLE_WIDTH * sd, table_sd))
     report.table_rounds += 1
     return True

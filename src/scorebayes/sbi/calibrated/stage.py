@@ -56,7 +56,7 @@ from .sampling import sample_mala
 from .statistics import DataStatistics, fit_projection
 from .synthetic_likelihood import GaussianSyntheticLikelihood, fit_synthetic_likelihood
 
-__all__ = ["CalibrationReport", "calibrated_posterior", "information_ratio", "score_summaries"]
+__all__ = ["CalibrationReport", "calibrated_posterior", "information_ratio", "proposal_moments", "score_summaries"]
 
 #: a round's proposal SD over the last posterior's SD
 WIDTH = 2.5
@@ -157,8 +157,9 @@ def information_ratio(synthetic: GaussianSyntheticLikelihood, n: int) -> tuple[f
     return float(eig.min()), float(eig.max())
 
 
-def _first_proposal(est: FittedEstimator) -> tuple[Tensor, Tensor]:
-    """Round 0's proposal in ``u``: the localized one, or the prior's moments."""
+def proposal_moments(est: FittedEstimator) -> tuple[Tensor, Tensor]:
+    """The tables' proposal in ``u`` as a mean and SD, ``[d]`` each: the localized (or a table
+    round's) Gaussian, or the prior's moments. Round 0 of the calibration draws from it."""
     proposal = est.proposal_
     if isinstance(proposal, GaussianProposal):
         return proposal.mean.clone(), proposal.sd.clone()
@@ -188,7 +189,7 @@ def calibrated_posterior(est: FittedEstimator, num_samples: int, *, seed: int, n
     size = est.plan_.calibration
     if report is None:
         report = CalibrationReport()
-        center, proposal_sd = _first_proposal(est)
+        center, proposal_sd = proposal_moments(est)
         scale = proposal_sd / WIDTH
     else:
         center, scale = report.last_estimate()
