@@ -118,8 +118,10 @@ def test_kill_during_training_then_resume_is_bit_identical(tmp_path, reference):
     assert not any(s.startswith("samples_") for s in status.stages)
     assert main(["run", str(cfg), "--out", str(out), "--quiet"]) == 0
     summary = json.loads((out / "summary.json").read_text())
-    # every simulation of the killed run is resumed; only the calibration (after training) is new
-    fresh = sum(v for k, v in summary["simulations_by_stage"].items() if k.startswith("calibration"))
+    # every simulation of the killed run is resumed; only the calibration (after training) and the
+    # table round it asks for (tables S1, R1: this config's table comes from the prior) are new
+    fresh = sum(v for k, v in summary["simulations_by_stage"].items()
+                if k.startswith("calibration") or k in ("table_S1", "table_R1"))
     assert fresh > 0 and summary["resumed_simulations"] == pytest.approx(summary["simulations"] - fresh)
     assert (out / "samples.csv").read_bytes() == (reference / "samples.csv").read_bytes()
     # the killed process's time, to its last checkpoint, is in the summary (not this one's)
@@ -192,8 +194,9 @@ def test_status_of_a_finished_and_a_partly_drawn_run(tmp_path, reference, capsys
 
     status = read_status(reference)
     assert status.seed == 3
+    # num_groups = 100 groups of 30 in R; R1 and S1 are the calibration's table round
     assert [(t.tag, t.rows, t.target, t.blocks) for t in status.tables] == [
-        ("R", 100, 100, 2), ("S", 1200, 1200, 24)]  # num_groups = 100 groups of 30 in R
+        ("R", 100, 100, 2), ("R1", 100, 100, 2), ("S", 1200, 1200, 24), ("S1", 1200, 1200, 24)]
     assert status.training and all(p.finished for p in status.training)
     (phase,) = [p for p in status.training if p.name == "train/phase000"]
     assert (phase.epochs_done, phase.epochs) == (12, 12)
@@ -212,7 +215,7 @@ def test_status_of_a_finished_and_a_partly_drawn_run(tmp_path, reference, capsys
     shutil.copytree(reference, partial)
     for block in ("000022.json", "000023.json"):
         (partial / "json" / "table_S" / block).unlink()
-    assert [t.rows for t in read_status(partial).tables] == [100, 1100]
+    assert [t.rows for t in read_status(partial).tables] == [100, 100, 1100, 1200]  # R, R1, S, S1
     # a folder that is not a run directory is named before anything is printed
     assert main(["status", str(reference), str(tmp_path / "nothing")]) == 2
     captured = capsys.readouterr()

@@ -290,3 +290,20 @@ def test_a_table_round_follows_a_broad_table_within_the_budget():
     mean, sd = conjugate(float(x_obs.mean()))
     draws = posterior.draws.reshape(-1)
     assert abs(float(draws.mean()) - mean) / sd < 0.3 and abs(float(draws.std()) / sd - 1) < 0.25
+
+
+def test_the_summed_score_comparison_finds_the_gaussian_posterior_of_a_known_score(known_score_estimator):
+    """Known likelihood score -P (u - m) and prior N(0, 3^2 I): the summed-score posterior is
+    N((P + I/9)^-1 P m, (P + I/9)^-1), and Newton's method from far away finds it."""
+    from scorebayes.sbi.calibrated.summed import summed_score_comparison
+
+    precision = torch.tensor([[40.0, 12.0], [12.0, 25.0]], dtype=torch.float64)
+    m = torch.tensor([1.0, -2.0], dtype=torch.float64)
+    est = known_score_estimator(precision, m)
+    cov = torch.linalg.inv(precision + torch.eye(2, dtype=torch.float64) / 9)
+    exact_mean, exact_sd = cov @ precision @ m, cov.diagonal().sqrt()
+    start, scale = exact_mean + 4 * exact_sd, 2 * exact_sd  # 4 SDs off, a calibrated SD twice too wide
+    result = summed_score_comparison(est, start, scale)
+    assert torch.allclose(torch.tensor(result["mean"], dtype=torch.float64), exact_mean, atol=1e-5)
+    assert torch.allclose(torch.tensor(result["sd"], dtype=torch.float64), exact_sd, rtol=1e-4)
+    assert result["distance_sd"] == pytest.approx(2.0, rel=1e-4) and result["sd_ratio"] == pytest.approx([0.5, 0.5], rel=1e-4)

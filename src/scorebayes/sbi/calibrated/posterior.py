@@ -33,6 +33,7 @@ from ..fitted import FittedEstimator
 from ..rounds.remedies import announce_check
 from ..sample_store import load_samples, samples_name, save_samples
 from .stage import CalibrationReport, calibrated_posterior, proposal_moments
+from .summed import summed_score_comparison
 
 __all__ = ["calibrated_sample"]
 
@@ -67,6 +68,11 @@ def calibrated_sample(est: FittedEstimator, num_samples: int, *, seed: int, chec
         posterior, report = calibrated_posterior(est, num_samples, seed=seed, names=names, report=report,
                                                  rounds=max(2, MAX_ROUNDS - len(report.rounds)))
         report.record_sharpening(before)
+    draws_u = est.posterior_u(posterior).reshape(-1, est.space.dim)
+    report.summed_score = summed_score_comparison(est, draws_u.mean(0), draws_u.std(0))
+    if report.summed_score is not None:
+        est.ledger_.note(f"  the summed-score posterior (Laplace) lies {report.summed_score['distance_sd']:.2f} "
+                         "calibrated SDs away")
     est.calibration_ = report
     posterior.info.update({"method": "score-langevin", "mode": est.mode, "calibration": report.to_dict(),
                            "simulations": sum(est.simulations_.values()),

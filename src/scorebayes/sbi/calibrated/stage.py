@@ -95,6 +95,8 @@ class CalibrationReport:
     #: per round, the share of each parameter's residual variance that the data statistics
     #: explained beyond the score (`scorebayes.sbi.calibrated.statistics`), or None if not used
     projection_gain: list[list[float] | None] = field(default_factory=list)
+    #: the summed-score posterior's Laplace approximation against this one (`summed`), or None
+    summed_score: dict[str, Any] | None = None
 
     def last_estimate(self) -> tuple[Tensor, Tensor]:
         """The last round's posterior mean and SD in ``u``, ``[d]`` each."""
@@ -125,6 +127,7 @@ class CalibrationReport:
         return {"rounds": self.rounds, "coverage": self.coverage, "converged": self.converged,
                 "observed_distance": self.observed_distance, "table_rounds": self.table_rounds,
                 "sharpening": self.sharpening, "projection_gain": self.projection_gain,
+                "summed_score": self.summed_score,
                 "information_ratio": list(self.information_ratio)}
 
 

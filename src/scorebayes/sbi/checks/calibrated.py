@@ -100,6 +100,9 @@ def check_calibrated(report: Any, posterior: Posterior, u_draws: Tensor, *,
     # reported, not graded: the projected summary may be efficient (statistics that are
     # sufficient, as a regression's cross-products) or not, and a large gain does not say which
     details["projection_gain"] = report.projection_gain[-1] if report.projection_gain else None
+    # reported, not graded: how far the paper's summed-score posterior (Laplace) lies from this one
+    summed = report.summed_score
+    details["summed_score_distance"] = None if summed is None else summed["distance_sd"]
     details["table_rounds"] = report.table_rounds
     if report.still_sharpening():
         last = report.sharpening[-1]
