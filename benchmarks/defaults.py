@@ -60,20 +60,23 @@ def run_one(name: str, rep: int, threads: int | None, calibrate: bool | None = N
 
 
 def table(rows: list[dict]) -> str:
-    """The markdown table; ``table rounds`` and ``summary`` (the learned score, or its projection
-    onto the data statistics) describe the calibrated posterior, ``steps`` the Langevin chains."""
+    """The markdown table; ``table rounds``, ``summary`` (the learned score, or its projection
+    onto the data statistics) and how many calibrated SDs away the summed-score posterior (Laplace)
+    lies describe the calibrated posterior, ``steps`` the Langevin chains."""
     lines = ["| model | d | n | rep | seconds | mean error / SD | SD ratio | right | covered | verdict "
-             "| table rounds | summary | sampling s | steps | ESS |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| table rounds | summary | summed score, SDs away | sampling s | steps | ESS |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ess = "n/a" if r["ess"] is None else f"{r['ess']:.0f}{'' if r['ess_met'] else ' (short)'}"
         calibration = r.get("calibration") or {}
         gains = calibration.get("projection_gain") or [None]
         summary = "n/a" if not calibration else ("score" if gains[-1] is None else "projected")
+        summed = calibration.get("summed_score")
+        summed = "n/a" if not summed else f"{summed['distance_sd']:.2f}"
         lines.append(f"| {r['model']} | {r['d']} | {r['n']} | {r['rep']} | {r['seconds']:.1f} | "
                      f"{r['mean_error']:.2f} | {r['sd_ratio'][0]:.2f}-{r['sd_ratio'][1]:.2f} | "
                      f"{'yes' if r['passed'] else 'no'} | {'yes' if r['covered'] else 'no'} | {r['verdict']} "
-                     f"| {calibration.get('table_rounds', 'n/a')} | {summary} "
+                     f"| {calibration.get('table_rounds', 'n/a')} | {summary} | {summed} "
                      f"| {r['sampling_seconds']:.1f} | {r['steps']} | {ess} |")
     return "\n".join(lines)
 
