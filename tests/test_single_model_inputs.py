@@ -10,7 +10,6 @@ must match the analytic posterior with them and miss it without:
   the summary log x, not in x.
 """
 
-import math
 import pytest
 import torch
 from torch.distributions import Exponential, Normal, Uniform
@@ -92,12 +91,10 @@ def test_linear_network_in_theta_gives_the_analytic_posterior(coordinates, fits)
 
 @pytest.mark.filterwarnings("ignore:.*edge of the region")  # the run without log x misses by design
 @pytest.mark.parametrize("features, fits", [(torch.log, True), (None, False)])
-def test_single_mode_features_reach_both_networks(features, fits, monkeypatch):
+def test_single_mode_features_reach_both_networks(features, fits):
     """Posterior N(sum log x / (n + 1/4), 1 / (n + 1/4)) per coordinate, learned only when the
     networks see log x: the summaries must reach the score-matching table, the debiasing table D^R
-    and the observed data. The networks' normal-score view of heavy tails is switched off: it
-    gives the linear networks about log x by itself."""
-    monkeypatch.setattr("scorebayes.scores.normal_scores.HEAVY_TAIL", math.inf)
+    and the observed data."""
     truth = torch.tensor([0.5, -1.0], dtype=torch.float64)
     x_obs = lognormal_simulator(truth[None], N_OBS, torch.Generator().manual_seed(3))[0]
     precision = N_OBS + 0.25

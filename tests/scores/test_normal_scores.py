@@ -101,3 +101,19 @@ def test_score_matching_learns_the_likelihood_score_of_heavy_tailed_data(net_cla
     # 0.12 measured with the view (ScoreNet, this seed), 0.53 without it: the bound sits between
     assert float(error.std() / exact.std()) < 0.25
     assert abs(float(error.mean() / exact.std())) < 0.1
+
+
+def test_the_paper_preset_keeps_the_standardised_view():
+    """preset="paper" reproduces the papers' networks: no column becomes normal scores."""
+    from torch.distributions import Normal
+
+    from scorebayes.priors import ParameterSpace, independent
+    from scorebayes.sbi import ScoreLangevin
+
+    prior = independent([Normal(0.0, 1.0)])
+    for preset, enabled in (("paper", False), ("default", True)):
+        est = ScoreLangevin.from_options(prior, lambda t, n, g: t[:, None, :].expand(-1, n, -1), preset=preset)
+        net = est.networks.score_network(ParameterSpace(prior), 1)
+        assert net.x_marginal.enabled is enabled
+        net.fit_standardisation(torch.randn(500, 1), (3 * torch.randn(500, 1, 1)).exp())
+        assert net.x_marginal.transformed == ([0] if enabled else [])

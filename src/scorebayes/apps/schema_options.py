@@ -165,6 +165,7 @@ def _langevin() -> dict[str, Key]:
         "score_views": (Either((Str(("builtin",)), INDEX_LISTS)), "per-parameter data views (index lists)"),
         "tied_views": (Either((Str(("builtin",)), INDEX_LISTS)), "groups of parameters sharing one view network"),
         "shared_embedding": (NONNEG, "width of an embedding of the whole view appended to every view"),
+        "normal_scores": (Bool(), "heavy-tailed data columns reach the score network as normal scores"),
         "data_features": (Either((Str(("builtin",)), Function())), "summaries appended to the network's view"),
         "network_coordinates": (Str(NETWORK_COORDINATES), "the coordinates the networks take"),
         "schedule": (SCHEDULE, "training of the score network"),
@@ -181,6 +182,7 @@ def _langevin() -> dict[str, Key]:
     }, num_simulations="the default plan's total (about 3,600 at n = 200)",
         table_size="20000 (single), 1000 (other modes)", num_groups="500", group_size="min(1000, max(100, n))",
         antithetic="true in single mode", calibrate="true in modes single and n (not with preset paper)",
+        normal_scores="true (false with preset paper)",
         calibration_size="1000", threads="torch's (the cores this process may use)",
         schedule="at most 60 epochs, 15 per penalty, patience 10",
         mean_schedule="at most 60 epochs, 15 per penalty, patience 10, batch_size 32")

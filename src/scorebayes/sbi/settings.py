@@ -144,6 +144,9 @@ class Networks:
             network's view of every data set (simulated and observed), row by row.
         coordinates: ``"unconstrained"`` (networks take $u$) or ``"constrained"`` (they take
             $\theta = T(u)$; outputs mapped to $u$ by the diagonal Jacobian).
+        normal_scores: the score network sees heavy-tailed data columns as normal scores
+            (`scorebayes.scores.normal_scores`); off under ``preset="paper"``, whose networks
+            see the data standardised only.
     """
 
     hidden: tuple[int, ...] = (64, 64)
@@ -153,9 +156,12 @@ class Networks:
     shared_embedding: int = 0
     data_features: Callable[[Tensor], Tensor] | None = None
     coordinates: str = "unconstrained"
+    normal_scores: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "hidden", tuple(self.hidden))
+        if not isinstance(self.normal_scores, bool):
+            raise ValueError(f"normal_scores must be true or false, got {self.normal_scores!r}")
         if self.coordinates not in NETWORK_COORDINATES:
             raise ValueError(f"network_coordinates must be one of {NETWORK_COORDINATES}, got "
                              f"{self.coordinates!r}")
@@ -187,10 +193,11 @@ class Networks:
     def score_network(self, space: ParameterSpace, p_net: int) -> nn.Module:
         """A fresh score network ``s(u [*, d], x [*, p_net]) -> [*, d]`` (from the torch RNG)."""
         if self.score_views is None:
-            net = ScoreNet(space.dim, p_net, self.hidden, self.activation)
+            net = ScoreNet(space.dim, p_net, self.hidden, self.activation, normal_scores=self.normal_scores)
         else:
             net = CoordinateViewScoreNet(space.dim, p_net, self.score_views, self.hidden, self.activation,
-                                         tied=self.tied_views, embedding=self.shared_embedding)
+                                         tied=self.tied_views, embedding=self.shared_embedding,
+                                         normal_scores=self.normal_scores)
         return self._in_coordinates(space, net, ConstrainedScoreNet)
 
     def mean_network(self, space: ParameterSpace, members: int) -> CrossFitMean:
@@ -274,7 +281,8 @@ def preset_options(preset: str, single: bool) -> dict[str, Any]:
     100 localization replicates of 500 Adam steps, $N_S$ = 20,000 single observations and
     $N_R$ = 2,000 groups (single mode) or $N$ = 2,000 data sets, up to 300 epochs (60 per
     penalty, patience 40) and the penalty grids $\{0, 10^{-3}, 10^{-1}\}$, with the paper's
-    Langevin chains on the summed score (no calibration)."""
+    Langevin chains on the summed score (no calibration) and networks that see the data
+    standardised only (no normal scores)."""
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
     if preset == "default":
@@ -284,7 +292,7 @@ def preset_options(preset: str, single: bool) -> dict[str, Any]:
             "schedule": TrainingSchedule() if single else TrainingSchedule(batch_size=32),
             "mean_schedule": TrainingSchedule(batch_size=32),
             "curvature_penalties": (0.0, 1e-3, 1e-1), "mean_penalties": (0.0, 1e-3, 1e-1),
-            "calibrate": False}
+            "calibrate": False, "normal_scores": False}
 
 
 #: flat option name -> (group argument of ScoreLangevin, field of that group)
@@ -294,7 +302,7 @@ OPTION_GROUPS: dict[str, tuple[str, str]] = {
     "proposal_inflation": ("localization", "inflation"), "support_fn": ("localization", "support_fn"),
     **{name: ("tables", name) for name in (f.name for f in fields(Tables))},
     **{name: ("networks", name) for name in ("hidden", "activation", "score_views", "tied_views",
-                                             "shared_embedding", "data_features")},
+                                             "shared_embedding", "data_features", "normal_scores")},
     "network_coordinates": ("networks", "coordinates"),
     **{name: ("training", name) for name in (f.name for f in fields(Training))},
     **{name: ("simulation", name) for name in (f.name for f in fields(Simulation))},

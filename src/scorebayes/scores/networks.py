@@ -52,16 +52,18 @@ class ScoreNet(nn.Module):
         x_dim: $p$ (length of one observation, or of ``vec(S)``).
         hidden: hidden layer widths, e.g. ``(64,)`` or ``(64, 64, 64)``.
         activation: ``"tanh"``, ``"elu"``, ... or an ``nn.Module`` class.
+        normal_scores: heavy-tailed data columns as normal scores
+            (`scorebayes.scores.normal_scores`); ``False``: standardised only.
 
     ``forward(theta [*, d], x [*, p]) -> [*, d]`` (leading shapes broadcast).
     """
 
     def __init__(self, theta_dim: int, x_dim: int, hidden: Sequence[int] = (64, 64),
-                 activation: str | type[nn.Module] = "elu"):
+                 activation: str | type[nn.Module] = "elu", *, normal_scores: bool = True):
         super().__init__()
         self.theta_dim, self.x_dim = theta_dim, x_dim
         self.theta_norm = Standardiser(theta_dim)
-        self.x_marginal, self.x_norm = NormalScores(x_dim), Standardiser(x_dim)
+        self.x_marginal, self.x_norm = NormalScores(x_dim, enabled=normal_scores), Standardiser(x_dim)
         # the first affine map is kept apart: its theta and x columns are split on the hot path
         layers = list(mlp([theta_dim + x_dim, *hidden, theta_dim], activation))
         self.first = layers.pop(0) if hidden else None

@@ -52,12 +52,14 @@ class NormalScores(nn.Module):
     """Per column of ``[*, dim]``: the identity, or for heavy-tailed columns the normal-score map
     $g_k$ of the module docstring (``knots [dim, K]`` in data units, ``levels [dim, K]`` their
     normal scores, ``used [dim]`` the number of knots of each transformed column, 0 for the
-    identity). Buffers, so the map is saved with the network's state dict."""
+    identity). Buffers, so the map is saved with the network's state dict. ``enabled=False``
+    keeps every column as it is."""
 
     max_rows = 200_000
 
-    def __init__(self, dim: int, knots: int = KNOTS):
+    def __init__(self, dim: int, knots: int = KNOTS, *, enabled: bool = True):
         super().__init__()
+        self.enabled = enabled  # False: every column passes through (the papers' networks)
         self.register_buffer("knots", torch.zeros(dim, knots, dtype=torch.float64))
         self.register_buffer("levels", torch.zeros(dim, knots, dtype=torch.float64))
         self.register_buffer("used", torch.zeros(dim, dtype=torch.long))
@@ -76,6 +78,8 @@ class NormalScores(nn.Module):
         rows = rows[:: max(1, len(rows) // self.max_rows)]
         flat = rows.detach().double()
         self.used.zero_()
+        if not self.enabled:
+            return rows
         pooled = {k for pool in pools for k in pool}
         groups = [list(pool) for pool in pools] + [[k] for k in range(flat.shape[1]) if k not in pooled]
         for group in groups:

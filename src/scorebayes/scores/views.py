@@ -82,6 +82,7 @@ class CoordinateViewScoreNet(nn.Module):
             view; 0 (default) for none. Not with ``tied`` (a tied group's network must see its
             members' data in the same roles, and $e$ is not permuted with them).
         embedding_hidden: hidden widths of $e$.
+        normal_scores: as in `ScoreNet`.
 
     ``forward(theta [*, d], x [*, p]) -> [*, d]`` (leading shapes broadcast); inputs are
     standardised as in `ScoreNet`.
@@ -90,14 +91,14 @@ class CoordinateViewScoreNet(nn.Module):
     def __init__(self, theta_dim: int, x_dim: int, views: Sequence[Sequence[int]],
                  hidden: Sequence[int] = (128, 64), activation: str | type[nn.Module] = "elu",
                  tied: Sequence[Sequence[int]] = (), embedding: int = 0,
-                 embedding_hidden: Sequence[int] = (64,)):
+                 embedding_hidden: Sequence[int] = (64,), normal_scores: bool = True):
         super().__init__()
         views = check_views(views, theta_dim, x_dim)
         self.tied = check_tied(tied, views)
         check_embedding(embedding, self.tied)
         self.theta_dim, self.x_dim = theta_dim, x_dim
         self.theta_norm = Standardiser(theta_dim)
-        self.x_marginal, self.x_norm = NormalScores(x_dim), Standardiser(x_dim)
+        self.x_marginal, self.x_norm = NormalScores(x_dim, enabled=normal_scores), Standardiser(x_dim)
         self.act = activation_class(activation)()
         self.embed = None
         if embedding:
