@@ -13,10 +13,10 @@ $$
    ``"n"`` (Algorithm 2), ``"full"`` (one network on the whole data set) or ``"markov"``
    (blockwise, Remark 4). The result is a
    [`LearnedLikelihoodScore`][scorebayes.sbi.likelihood.LearnedLikelihoodScore], ``likelihood_``.
-4. **The posterior**: the paper's Langevin chains on the summed score
-   ([`scorebayes.sbi.sampling`][scorebayes.sbi.sampling]), or with ``calibrate=True`` the learned score at a
-   point estimate as a summary, calibrated on data sets simulated at the observed size
-   ([`scorebayes.sbi.calibrated`][scorebayes.sbi.calibrated]); mapped back to $\theta = T(u)$.
+4. **The posterior**: for i.i.d. data (modes ``"single"``, ``"n"``) the learned score at a point
+   estimate as a summary, calibrated on data sets of the observed size ([`scorebayes.sbi.calibrated`][scorebayes.sbi.calibrated]);
+   else (or ``calibrate=False``, ``preset="paper"``) the paper's Langevin chains on the summed score
+   ([`scorebayes.sbi.sampling`][scorebayes.sbi.sampling]); mapped back to $\theta = T(u)$.
 
 Later table rounds ([`ScoreLangevin.refine_proposal()`][scorebayes.sbi.estimator.ScoreLangevin.refine_proposal], [`ScoreLangevin.move_tables()`][scorebayes.sbi.estimator.ScoreLangevin.move_tables]) and
 local debiasing corrections ([`ScoreLangevin.refine_debiasing()`][scorebayes.sbi.estimator.ScoreLangevin.refine_debiasing],
@@ -303,8 +303,8 @@ class ScoreLangevin:
                target_ess: float | str = "auto", compile_drift: bool = False, precondition: str | None = None, adapt_steps: int = 0,
                reset_stragglers: bool = True, seed: int | None = None, check: bool = True,
                remedy: bool = True) -> Posterior:
-        r"""The posterior as a [`Posterior`][scorebayes.posterior.Posterior]: Langevin chains on the summed score, or
-        calibrated (``calibrate=True``; then only ``num_samples``, ``seed`` and ``check`` apply).
+        r"""The posterior as a [`Posterior`][scorebayes.posterior.Posterior]: calibrated (i.i.d. data; only
+        ``num_samples``, ``seed``, ``check`` apply), or Langevin chains on the summed score (below).
 
         Arguments:
             num_samples: total draws (over all chains and noise draws).
