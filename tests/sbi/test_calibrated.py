@@ -213,6 +213,19 @@ def test_data_statistics_are_the_quantiles_means_and_products_of_the_standardise
     assert torch.allclose(statistics(views[:1] + [views[1][:100]])[0], s[0])  # unequal sizes one by one
 
 
+def test_data_statistics_of_many_large_data_sets_are_computed_in_chunks(monkeypatch):
+    """torch.quantile takes at most 2**24 elements: many large data sets go in chunks, and the
+    chunks give the statistics of all at once."""
+    import scorebayes.sbi.calibrated.statistics as statistics_module
+
+    g = torch.Generator().manual_seed(2)
+    views = [torch.randn(300, 2, generator=g, dtype=torch.float64) for _ in range(7)]
+    statistics = DataStatistics(views[0])
+    whole = statistics(views)
+    monkeypatch.setattr(statistics_module, "CHUNK_ELEMENTS", 1_300)  # two data sets per chunk
+    assert torch.allclose(statistics(views), whole)
+
+
 def test_the_projection_is_used_only_when_the_statistics_add_information():
     """u ~ N(0, 1); the score summary T sees u through noise of SD 2, the statistic S through noise
     of SD 0.3. (T, S) predicts u far better than T: projected, with a gain near

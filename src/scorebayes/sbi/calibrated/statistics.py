@@ -41,6 +41,7 @@ __all__ = ["DataStatistics", "SummaryProjection", "fit_projection", "GAIN"]
 
 OCTILES, QUARTILES = tuple(k / 8 for k in range(1, 8)), (0.25, 0.5, 0.75)
 MAX_PRODUCT_COLUMNS = 10
+CHUNK_ELEMENTS = 2**22
 #: the projection replaces the score summary when it explains this share of some parameter's
 #: held-back residual variance
 GAIN = 0.1
@@ -63,9 +64,12 @@ class DataStatistics:
     def __call__(self, views: list[Tensor]) -> Tensor:
         if not views:
             return torch.zeros(0, 0, dtype=torch.float64)
-        if len({tuple(v.shape) for v in views}) == 1:  # one size: all at once
-            return self._statistics(torch.stack(views).double())
-        return torch.cat([self._statistics(v.double()[None]) for v in views])
+        if len({tuple(v.shape) for v in views}) > 1:  # sizes differ: one by one
+            return torch.cat([self._statistics(v.double()[None]) for v in views])
+        # data sets of one size, in chunks (torch.quantile takes at most 2**24 elements)
+        chunk = max(1, CHUNK_ELEMENTS // views[0].numel())
+        return torch.cat([self._statistics(torch.stack(views[start:start + chunk]).double())
+                          for start in range(0, len(views), chunk)])
 
     def _statistics(self, x: Tensor) -> Tensor:
         z = self.norm(self.marginal(x))  # [M, n, p]
