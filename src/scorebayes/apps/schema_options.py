@@ -179,7 +179,7 @@ def _langevin() -> dict[str, Key]:
         "support_fn": (Function(), "support_fn(x_obs) -> (low, high): the region to train and sample in"),
         "device": (Str(), "torch device of the networks"),
         "threads": (POS, "torch threads for the fit and the chains"),
-    }, num_simulations="the default plan's total (about 3,600 at n = 200)",
+    }, num_simulations="the default plan's total (about 7,200 at n = 200; 3,600 with calibrate = false)",
         table_size="20000 (single), 1000 (other modes)", num_groups="500", group_size="min(1000, max(100, n))",
         antithetic="true in single mode", calibrate="true in modes single and n (not with preset paper)",
         normal_scores="true (false with preset paper)",
