@@ -67,7 +67,7 @@ class NormalScores(nn.Module):
     @property
     def transformed(self) -> list[int]:
         """The columns mapped to normal scores."""
-        return [k for k in range(len(self.used)) if self.used[k] > 0]
+        return torch.nonzero(self.used).flatten().tolist()
 
     def fit(self, data: Tensor, pools: Sequence[Sequence[int]] = ()) -> Tensor:
         """Fit on a training table ``data [..., dim]`` (at most ``max_rows`` evenly strided rows
@@ -76,10 +76,10 @@ class NormalScores(nn.Module):
         pooled."""
         rows = data.reshape(-1, data.shape[-1])
         rows = rows[:: max(1, len(rows) // self.max_rows)]
-        flat = rows.detach().double()
         self.used.zero_()
         if not self.enabled:
             return rows
+        flat = rows.detach().double()
         pooled = {k for pool in pools for k in pool}
         groups = [list(pool) for pool in pools] + [[k] for k in range(flat.shape[1]) if k not in pooled]
         for group in groups:
@@ -89,15 +89,17 @@ class NormalScores(nn.Module):
                 continue
             knots, levels = _normal_score_knots(values, self.knots.shape[1])
             for k in group:
-                self.knots[k].zero_(), self.levels[k].zero_()
+                self.knots[k].zero_()
+                self.levels[k].zero_()
                 self.knots[k, : len(knots)], self.levels[k, : len(knots)] = knots, levels
                 self.used[k] = len(knots)
         return self(rows)
 
     def forward(self, x: Tensor) -> Tensor:
-        columns = self.transformed
-        if not columns:
+        # on the Langevin drift's path (once per step): one check when no column is transformed
+        if not bool(self.used.any()):
             return x
+        columns = self.transformed
         out = x.clone()
         for k in columns:  # a few columns at most; each a searchsorted over K knots
             out[..., k] = _piecewise(x[..., k], self.knots[k, : self.used[k]], self.levels[k, : self.used[k]])

@@ -68,8 +68,9 @@ def calibrated_sample(est: FittedEstimator, num_samples: int, *, seed: int, chec
         posterior, report = calibrated_posterior(est, num_samples, seed=seed, names=names, report=report,
                                                  rounds=max(2, MAX_ROUNDS - len(report.rounds)))
         report.record_sharpening(before)
-    draws_u = est.posterior_u(posterior).reshape(-1, est.space.dim)
-    report.summed_score = summed_score_comparison(est, draws_u.mean(0), draws_u.std(0))
+    draws_u = est.posterior_u(posterior)
+    flat = draws_u.reshape(-1, est.space.dim)
+    report.summed_score = summed_score_comparison(est, flat.mean(0), flat.std(0))
     if report.summed_score is not None:
         est.ledger_.note(f"  the summed-score posterior (Laplace) lies {report.summed_score['distance_sd']:.2f} "
                          "calibrated SDs away")
@@ -79,7 +80,7 @@ def calibrated_sample(est: FittedEstimator, num_samples: int, *, seed: int, chec
                            "simulations_by_stage": dict(est.simulations_),
                            "dropped_by_stage": {k: dict(v) for k, v in est.ledger_.dropped.items()}})
     if check:
-        result = check_calibrated(report, posterior, est.posterior_u(posterior))
+        result = check_calibrated(report, posterior, draws_u)
         posterior.info["check"] = result.to_dict()
         announce_check(est, result)
     if saved_as is not None:
@@ -96,11 +97,11 @@ def _table_round(est: FittedEstimator, report: CalibrationReport) -> bool:
         return False
     table_mean, table_sd = proposal_moments(est)
     mean, sd = report.last_estimate()
-    too_wide = bool((table_sd > RECENTRE_WIDTH * sd).any())
-    off_centre = bool(((mean - table_mean).abs() > table_sd).any())
     if report.sharpening:  # after a table round, another only if that one still sharpened
         wanted = report.still_sharpening()
-    else:  # the network's summary missed information the data statistics carry, or had not settled
+    else:  # tables too broad or off centre, a score summary the statistics improved on, not settled
+        too_wide = bool((table_sd > RECENTRE_WIDTH * sd).any())
+        off_centre = bool(((mean - table_mean).abs() > table_sd).any())
         wanted = too_wide or off_centre or report.score_inefficient() or not report.converged
     if not wanted:
         return False

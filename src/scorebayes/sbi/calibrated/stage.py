@@ -25,9 +25,10 @@ the SDs by less than 30% (or after ``MAX_ROUNDS``). When generic statistics $S$ 
 parameters of held-back data sets clearly better together with $T$ than $T$ alone, the
 summary is replaced by that prediction, $T' = \hat B^\top(1, T, S)$
 ([`scorebayes.sbi.calibrated.statistics`][scorebayes.sbi.calibrated.statistics]). The posterior is sampled by MALA
-([`scorebayes.sbi.calibrated.sampling`][scorebayes.sbi.calibrated.sampling]); a fifth of each round's data sets is held
-back for the local simulation-based calibration of
-[`scorebayes.sbi.calibrated.coverage`][scorebayes.sbi.calibrated.coverage].
+([`scorebayes.sbi.calibrated.sampling`][scorebayes.sbi.calibrated.sampling]). A fifth of the latest round's data sets
+is held back (earlier rounds' all join the fit) for the local simulation-based calibration of
+[`scorebayes.sbi.calibrated.coverage`][scorebayes.sbi.calibrated.coverage], which is relative to
+that round's proposal, and for judging the projection.
 
 References:
     - Constructing summary statistics for approximate Bayesian computation: semi-automatic
