@@ -8,9 +8,13 @@ $$
 T \mid u \sim \mathcal N\big(m(z),\; D(z) R D(z)\big), \qquad z = (u - c) / s,
 $$
 
-with $m$ quadratic in $z$ (``[1, z, z_i z_j]``, weighted least squares), $\log D = \operatorname{diag}$
+with $m$ quadratic in $z$ (``[1, z, z_i z_j]``), $\log D = \operatorname{diag}$
 linear in $z$ (a regression of the log squared residuals, its intercept rescaled so that the
-standardised residuals have unit weighted variance) and a constant correlation $R$.
+standardised residuals have unit weighted variance) and a constant correlation $R$. The mean
+is fitted by feasible generalised least squares: ordinary least squares first, then each
+component weighted by its fitted precision $D_k(z)^{-2}$. A component whose noise varies
+tenfold over the fit's window, while its mean moves by many noise SDs, would otherwise be
+fitted where it is noisy and missed where it is precise, which is where it matters.
 The fit is local (weights: a Gaussian kernel in $z$) and robust (two passes that
 down-weight data sets whose standardised residual lies beyond the 99% quantile of
 $\chi^2_d$).
@@ -35,6 +39,8 @@ __all__ = ["GaussianSyntheticLikelihood", "fit_synthetic_likelihood", "quadratic
 
 #: E log chi^2_1: the log squared residual of a unit normal, on average
 _LOG_CHI2_MEAN = -1.2703628454614782
+#: the generalised least squares' precision weights stay within this log-ratio of the centre's
+MAX_LOG_VARIANCE_RATIO = math.log(100.0)
 
 
 def quadratic_features(z: Tensor) -> Tensor:
@@ -134,8 +140,11 @@ def fit_synthetic_likelihood(u: Tensor, summaries: Tensor, center: Tensor, scale
             h *= 1.25
     weights = kernel.clone()
     cutoff = float(chi2.ppf(0.99, d))
-    for _ in range(robust_passes + 1):
-        mean_coef = _weighted_lstsq(quad, summaries, weights)
+    precision = torch.ones_like(summaries)  # 1 / D(z)^2 per component: ordinary least squares first
+    for _ in range(robust_passes + 2):
+        # generalised least squares: each component's mean weighted by its own precision
+        mean_coef = torch.cat([_weighted_lstsq(quad, summaries[:, k:k + 1], weights * precision[:, k])
+                               for k in range(d)], 1)
         resid = summaries - quad @ mean_coef
         log_sd_coef = 0.5 * _weighted_lstsq(lin, torch.log(resid**2 + 1e-300), weights)
         log_sd_coef[0] -= 0.5 * _LOG_CHI2_MEAN
@@ -143,6 +152,9 @@ def fit_synthetic_likelihood(u: Tensor, summaries: Tensor, center: Tensor, scale
         w = weights / weights.sum()
         log_sd_coef[0] += 0.5 * torch.log((w[:, None] * e**2).sum(0))  # unit weighted variance
         e = resid / (lin @ log_sd_coef).exp()
+        # relative to the centre's (a constant factor per component does not change its fit)
+        log_var = 2 * z @ log_sd_coef[1:]
+        precision = torch.exp(-log_var.clamp(-MAX_LOG_VARIANCE_RATIO, MAX_LOG_VARIANCE_RATIO))
         corr = (w[:, None] * e).T @ e
         corr = corr / torch.outer(corr.diagonal().sqrt(), corr.diagonal().sqrt())
         chol = torch.linalg.cholesky(corr + 1e-9 * torch.eye(d, dtype=torch.float64))
