@@ -60,8 +60,8 @@ def run_one(name: str, rep: int, threads: int | None, calibrate: bool | None = N
 
 
 def table(rows: list[dict]) -> str:
-    """The markdown table; ``table rounds``, ``summary`` (the learned score, or its projection
-    onto the data statistics) and how many calibrated SDs away the summed-score posterior (Laplace)
+    """The markdown table; ``table rounds``, ``summary`` (the learned score's regression onto the
+    parameters, with the data statistics when they joined it) and how many calibrated SDs away the summed-score posterior (Laplace)
     lies describe the calibrated posterior, ``steps`` the Langevin chains."""
     lines = ["| model | d | n | rep | seconds | mean error / SD | SD ratio | right | covered | verdict "
              "| table rounds | summary | summed score, SDs away | sampling s | steps | ESS |",
@@ -70,7 +70,7 @@ def table(rows: list[dict]) -> str:
         ess = "n/a" if r["ess"] is None else f"{r['ess']:.0f}{'' if r['ess_met'] else ' (short)'}"
         calibration = r.get("calibration") or {}
         gains = calibration.get("projection_gain") or [None]
-        summary = "n/a" if not calibration else ("score" if gains[-1] is None else "projected")
+        summary = "n/a" if not calibration else ("score" if gains[-1] is None else "score + statistics")
         summed = calibration.get("summed_score")
         summed = "n/a" if not summed else f"{summed['distance_sd']:.2f}"
         lines.append(f"| {r['model']} | {r['d']} | {r['n']} | {r['rep']} | {r['seconds']:.1f} | "

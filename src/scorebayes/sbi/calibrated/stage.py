@@ -21,9 +21,11 @@ Rounds: round 0 draws its data sets from the localized proposal; each later roun
 $\mathcal N(\bar u, (\kappa\,\mathrm{sd})^2)$ around the last calibrated posterior
 ($\kappa = 2.5$; both truncated at 3 SDs), with $\hat u = \bar u$ and the summaries of all rounds' data sets
 recomputed there. The rounds stop when the posterior mean moved less than 0.3 of its SDs and
-the SDs by less than 30% (or after ``MAX_ROUNDS``). When generic statistics $S$ of the data sets (quantiles, means, cross-products) predict the
-parameters of held-back data sets clearly better together with $T$ than $T$ alone, the
-summary is replaced by that prediction, $T' = \hat B^\top(1, T, S)$
+the SDs by less than 30% (or after ``MAX_ROUNDS``). The synthetic likelihood is fitted not to
+$T$ itself but to its local quadratic regression onto the parameters, $T' = \hat B^\top(1, z,
+z_i z_j)$ with $z$ the standardised $T$, whose mean is close to linear in $u$ where $T$'s
+curves; generic statistics $S$ of the data sets (quantiles, means, cross-products) join the
+regression when they predict the parameters of held-back data sets clearly better
 ([`scorebayes.sbi.calibrated.statistics`][scorebayes.sbi.calibrated.statistics]). The posterior is sampled by MALA
 ([`scorebayes.sbi.calibrated.sampling`][scorebayes.sbi.calibrated.sampling]). A fifth of the latest round's data sets
 is held back (earlier rounds' all join the fit) for the local simulation-based calibration of
@@ -94,7 +96,8 @@ class CalibrationReport:
     pooled_views: list[Tensor] = field(default_factory=list, repr=False)
     pooled_statistics: list[Tensor] = field(default_factory=list, repr=False)
     #: per round, the share of each parameter's residual variance that the data statistics
-    #: explained beyond the score (`scorebayes.sbi.calibrated.statistics`), or None if not used
+    #: explained beyond the score (`scorebayes.sbi.calibrated.statistics`), or None if they did
+    #: not join the regression
     projection_gain: list[list[float] | None] = field(default_factory=list)
     #: the summed-score posterior's Laplace approximation against this one (`summed`), or None
     summed_score: dict[str, Any] | None = None
@@ -121,7 +124,7 @@ class CalibrationReport:
 
     def score_inefficient(self) -> bool:
         """Whether, in the last round, generic data statistics explained more than `statistics.GAIN` of
-        some parameter's residual variance beyond the learned score (the summary was projected)."""
+        some parameter's residual variance beyond the learned score (they joined the summary)."""
         return bool(self.projection_gain) and self.projection_gain[-1] is not None
 
     def to_dict(self) -> dict[str, Any]:
@@ -218,13 +221,13 @@ def calibrated_posterior(est: FittedEstimator, num_samples: int, *, seed: int, n
             good = torch.isfinite(t_all).all(-1) & torch.isfinite(s_all).all(-1)
             fold = torch.arange(len(u_all)) % 2
             projection = fit_projection(u_all[good], t_all[good], s_all[good], held[good], fold[good],
-                                        center, scale, 2 * WIDTH)
-            report.projection_gain.append(None if projection is None else projection.gain.tolist())
+                                        center, scale, 2 * WIDTH, t_obs[0])
+            report.projection_gain.append(projection.gain.tolist() if projection and projection.statistics else None)
             fit_rows = good & ~held
             synthetic = fit_synthetic_likelihood(u_all[fit_rows], t_all[fit_rows], center, scale,
                                                  bandwidth=WIDTH)
             report.information_ratio = information_ratio(synthetic, len(likelihood.x_obs))  # of the score
-            if projection is not None:  # the data statistics add information: T' replaces T
+            if projection is not None:  # T' (a local prediction of u) replaces T
                 t_all, t_obs = projection(t_all, s_all, fold), projection(t_obs, s_obs)
                 synthetic = fit_synthetic_likelihood(u_all[fit_rows], t_all[fit_rows], center, scale,
                                                      bandwidth=WIDTH)

@@ -1,24 +1,30 @@
-r"""Generic statistics of a data set, and the learned summary projected onto them where they add
-information.
+r"""The learned summary regressed onto the parameters, with generic statistics of a data set
+where they add information.
 
-The calibrated posterior is honest about its summary $T$, but only as sharp as $T$ is
-informative. Whether a learned score misses information can be tested on the calibration data
-sets themselves: they have known parameters $u_m$, so a regression of $u$ on the summary
-predicts the parameter about as well as the summary allows. Add generic statistics $S$ of each
-data set and predict again, on held-back data sets. If $(T, S)$ predicts some $u_j$ clearly
-better than $T$ alone, $T$ was not efficient, and the prediction itself
+A Gaussian synthetic likelihood of the learned score summary $T$ needs the mean of $T$ to be
+close to quadratic in $u$ over the calibration's window. The score at a fixed point is often
+far from that: on a skewed posterior at moderate $n$ its mean curves by several of its noise
+SDs within one posterior SD, and a quadratic fitted over the window misses it where the
+posterior lies. The calibration data sets have known parameters $u_m$, so the summary can be
+replaced by a local prediction of $u$ from it, whose mean is close to linear in $u$ by
+construction (it predicts $u$):
 
 $$
-T'(\mathbf X) = \hat B^\top \big(1, T(\mathbf X), S(\mathbf X)\big) \in \mathbb R^d
+T'(\mathbf X) = \hat B^\top \big(1,\; z,\; z_i z_j,\; S(\mathbf X)\big) \in \mathbb R^d,
+\qquad z = (T(\mathbf X) - T(\mathbf X^*)) / s_T,
 $$
 
-is the better summary, the semi-automatic summary of Fearnhead and Prangle (2012) built on the
-learned one. $\hat B$ is a locally weighted least-squares fit (the synthetic likelihood's Gaussian
-kernel around the current estimate), so it is a local linear approximation of $E[u \mid T, S]$.
+a quadratic regression in the standardised summary $z$ (centred at the observed one) and,
+only when they help, linear in generic statistics $S$ of the data set: if $(z, S)$ predicts
+some $u_j$ on held-back data sets clearly better than $z$ alone, $T$ was not efficient, and
+$S$ joins. This is the semi-automatic summary of Fearnhead and Prangle (2012) built on the
+learned one. $\hat B$ is a locally weighted least-squares fit (the synthetic likelihood's
+Gaussian kernel around the current estimate), so it is a local approximation of
+$E[u \mid T, S]$.
 
-$S$, for a data set of $n$ observations with columns $z$ (each column mapped to normal scores if
+$S$, for a data set of $n$ observations with columns $x$ (each column mapped to normal scores if
 heavy-tailed, then standardised, by maps fitted on the observed data): per column the octiles
-(quartiles beyond two columns) and the mean, and the means of all products $z_a z_b$ (of the
+(quartiles beyond two columns) and the mean, and the means of all products $x_a x_b$ (of the
 first `MAX_PRODUCT_COLUMNS` columns): a robust description of each margin, and the sufficient
 statistics of a linear-Gaussian model.
 
@@ -36,13 +42,14 @@ from torch import Tensor
 
 from ...scores.layers import Standardiser
 from ...scores.normal_scores import NormalScores
+from .synthetic_likelihood import quadratic_features
 
 __all__ = ["DataStatistics", "SummaryProjection", "fit_projection", "GAIN"]
 
 OCTILES, QUARTILES = tuple(k / 8 for k in range(1, 8)), (0.25, 0.5, 0.75)
 MAX_PRODUCT_COLUMNS = 10
 CHUNK_ELEMENTS = 2**22
-#: the projection replaces the score summary when it explains this share of some parameter's
+#: the data statistics join the regression when they explain this share of some parameter's
 #: held-back residual variance
 GAIN = 0.1
 
@@ -80,25 +87,31 @@ class DataStatistics:
 
 @dataclass
 class SummaryProjection:
-    r"""$T' = \hat B^\top (1, T, S)$, cross-fitted: ``coef [2, 1 + d + k, d]`` are fitted on the
+    r"""$T' = \hat B^\top (1, z, z_i z_j[, S])$, cross-fitted: ``coef [2, k, d]`` are fitted on the
     even and the odd rows, and a row's $T'$ uses the other half's fit, so that the synthetic
     likelihood sees $T'$ as it would on new data; data sets outside the fit (held back, observed)
-    use their average. ``gain [d]``: the share of each parameter's held-back residual variance
-    given $T$ that $(T, S)$ explains."""
+    use their average. ``location``, ``spread`` ``[d]``: the standardisation of $T$;
+    ``statistics``: whether $S$ is in the design; ``gain [d]``: the share of each parameter's
+    held-back residual variance given $z$ that $(z, S)$ explains."""
 
     coef: Tensor
+    location: Tensor
+    spread: Tensor
+    statistics: bool
     gain: Tensor
 
     def __call__(self, t: Tensor, s: Tensor, fold: Tensor | None = None) -> Tensor:
         """``t [M, d]``, ``s [M, k]``; ``fold [M]`` in {0, 1} (the row's own half) or ``None``."""
-        design = _design(t, s)
+        design = _design(t, s if self.statistics else None, self.location, self.spread)
         if fold is None:
             return design @ self.coef.mean(0)
         return torch.where(fold[:, None] == 0, design @ self.coef[1], design @ self.coef[0])
 
 
-def _design(t: Tensor, s: Tensor | None) -> Tensor:
-    parts = [torch.ones(len(t), 1, dtype=torch.float64), t.double()]
+def _design(t: Tensor, s: Tensor | None, location: Tensor, spread: Tensor) -> Tensor:
+    """``[M, 1 + d + d(d+1)/2 (+ k)]``: 1, the standardised summary, its products (and ``s``)."""
+    z = (t.double() - location) / spread
+    parts = [quadratic_features(z)]
     return torch.cat(parts if s is None else [*parts, s.double()], 1)
 
 
@@ -111,24 +124,31 @@ def _weighted_fit(features: Tensor, u: Tensor, weights: Tensor) -> Tensor:
 
 
 def fit_projection(u: Tensor, t: Tensor, s: Tensor, held: Tensor, fold: Tensor, center: Tensor, scale: Tensor,
-                   bandwidth: float) -> SummaryProjection | None:
+                   bandwidth: float, t_obs: Tensor | None = None) -> SummaryProjection | None:
     """The projection of the module docstring, fitted on the rows of ``u [M, d]``, ``t [M, d]``,
     ``s [M, k]`` not ``held [M]`` (the two ``fold [M]`` halves apart), with Gaussian kernel weights in
-    ``(u - center) / (bandwidth scale)``, and judged on the held rows; ``None`` when it explains
-    less than ``GAIN`` of every parameter's residual variance given $T$ alone (the score summary
-    then stays) or there are too few rows."""
+    ``(u - center) / (bandwidth scale)``, and judged on the held rows; ``t`` is standardised
+    around ``t_obs [d]`` (``None``: its weighted mean). $S$ joins the design when it explains
+    more than ``GAIN`` of some parameter's held-back residual variance; ``None`` when there are
+    too few rows (the summary then stays)."""
     weights = torch.exp(-0.5 * (((u - center) / (bandwidth * scale)) ** 2).sum(-1))
-    k = 1 + t.shape[1] + s.shape[1]
+    d = t.shape[1]
+    k = 1 + d + d * (d + 1) // 2 + s.shape[1]
     halves = [~held & (fold == half) for half in (0, 1)]
     if min(float(weights[rows].sum()) for rows in halves) < 3 * k or int(held.sum()) < 20:
         return None
-    residual, coefs = [], None
+    fit_rows = ~held
+    w = weights[fit_rows] / weights[fit_rows].sum()
+    mean = (w[:, None] * t[fit_rows]).sum(0)
+    location = mean if t_obs is None else t_obs.reshape(-1).double()
+    spread = (w[:, None] * (t[fit_rows] - mean) ** 2).sum(0).sqrt().clamp_min(1e-12)
+    residual, coefs = [], []
     for stats in (None, s):
-        coefs = torch.stack([_weighted_fit(_design(t[rows], None if stats is None else stats[rows]), u[rows],
-                                           weights[rows]) for rows in halves])
-        error = u[held] - _design(t[held], None if stats is None else stats[held]) @ coefs.mean(0)
+        coefs.append(torch.stack([_weighted_fit(_design(t[rows], None if stats is None else stats[rows], location,
+                                                        spread), u[rows], weights[rows]) for rows in halves]))
+        design = _design(t[held], None if stats is None else stats[held], location, spread)
+        error = u[held] - design @ coefs[-1].mean(0)
         residual.append((weights[held, None] * error**2).sum(0) / weights[held].sum())
     gain = 1 - residual[1] / residual[0].clamp_min(1e-300)
-    if not bool((gain > GAIN).any()):
-        return None
-    return SummaryProjection(coefs, gain)
+    statistics = bool((gain > GAIN).any())
+    return SummaryProjection(coefs[1] if statistics else coefs[0], location, spread, statistics, gain)

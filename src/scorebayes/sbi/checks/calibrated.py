@@ -97,7 +97,7 @@ def check_calibrated(report: Any, posterior: Posterior, u_draws: Tensor, *,
               f"the learned score's slope and spread disagree (information ratios {low:.2f}-{high:.2f}, "
               "1 for the exact score): the summary may lose information, and the posterior be too wide "
               "and off-centre", "more simulations (num_simulations), or preset='paper'")
-    # reported, not graded: the projected summary may be efficient (statistics that are
+    # reported, not graded: the summary with the statistics may be efficient (statistics that are
     # sufficient, as a regression's cross-products) or not, and a large gain does not say which
     details["projection_gain"] = report.projection_gain[-1] if report.projection_gain else None
     # reported, not graded: how far the paper's summed-score posterior (Laplace) lies from this one
