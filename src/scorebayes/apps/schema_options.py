@@ -160,6 +160,8 @@ def _langevin() -> dict[str, Key]:
         "calibrate": (Bool(), ("the learned score as a summary calibrated on data sets of the observed size "
                                "(false: the paper's Langevin chains on the summed score)")),
         "calibration_size": (POS, "data sets per calibration round"),
+        "time_limit": (NONNEGF, ("seconds after which a calibrated fit whose check failed starts no "
+                                 "further escalation step (more calibration data sets, larger tables)")),
         "hidden": (ListOf(POS, min_length=1), "hidden widths of every network"),
         "activation": (Str(tuple(ACTIVATIONS)), "activation of every network"),
         "score_views": (Either((Str(("builtin",)), INDEX_LISTS)), "per-parameter data views (index lists)"),
@@ -183,7 +185,7 @@ def _langevin() -> dict[str, Key]:
         table_size="20000 (single), 1000 (other modes)", num_groups="500", group_size="min(1000, max(100, n))",
         antithetic="true in single mode", calibrate="true in modes single and n (not with preset paper)",
         normal_scores="true (false with preset paper)",
-        calibration_size="1000", threads="torch's (the cores this process may use)",
+        calibration_size="1000", time_limit="300", threads="torch's (the cores this process may use)",
         schedule="at most 60 epochs, 15 per penalty, patience 10",
         mean_schedule="at most 60 epochs, 15 per penalty, patience 10, batch_size 32")
     sample = _keys(_signature(ScoreLangevin.sample), {

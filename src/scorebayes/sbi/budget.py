@@ -240,8 +240,10 @@ class Ledger:
         self._nested.append([0, 0])
         try:
             yield
-        finally:
-            inner = self._nested.pop()
+        finally:  # a stage that raised is recorded too: what it spent and dropped is spent
+            self._record(name, start, spent, before, self._nested.pop())
+
+    def _record(self, name: str, start: float, spent: float, before: list[int], inner: list[int]) -> None:
         total = [now - then for now, then in zip(self._dropped_so_far(), before, strict=True)]
         if self._nested:
             self._nested[-1] = [a + b for a, b in zip(self._nested[-1], total, strict=True)]

@@ -102,6 +102,10 @@ class Tables:
             data) except under ``preset="paper"``; never in mode ``"markov"``.
         calibration_size: data sets per calibration round (default 1,000, scaled with
             ``num_simulations``).
+        time_limit: seconds of the fit and its calibrated sampling after which a calibrated
+            fit whose check failed starts no further escalation step (more calibration data
+            sets, larger tables: `scorebayes.sbi.calibrated.escalation`); ``None``: no limit but
+            ``num_simulations``. The fit's planned stages always run.
     """
 
     num_simulations: float | None = None
@@ -113,6 +117,7 @@ class Tables:
     noise_draws: int = 3
     calibrate: bool | None = None
     calibration_size: int | None = None
+    time_limit: float | None = 300.0
 
     def __post_init__(self):
         if self.calibrate is not None and not isinstance(self.calibrate, bool):
@@ -123,6 +128,8 @@ class Tables:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or int(value) != value or value < 1):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.time_limit is not None and (isinstance(self.time_limit, bool) or not self.time_limit >= 0):
+            raise ValueError(f"time_limit must be a non-negative number of seconds, got {self.time_limit!r}")
         if self.num_simulations is not None and (isinstance(self.num_simulations, bool)
                                                  or not self.num_simulations > 0):
             raise ValueError(f"num_simulations must be a positive number of data sets, got "

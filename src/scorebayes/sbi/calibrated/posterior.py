@@ -19,7 +19,10 @@ score summary missed information that generic data statistics carry
 ([`scorebayes.sbi.calibrated.statistics`][scorebayes.sbi.calibrated.statistics]) or the calibration
 rounds had not settled. A table round that still moved the mean by more than 0.3 SDs or shrank
 an SD below 0.8 of the previous one is followed by another (at most ``MAX_TABLE_ROUNDS``), one
-that did not ends them; the verdict warns when the last one still did.
+that did not ends them; the verdict warns when the last one still did. A verdict other than
+``pass`` then starts the escalation of
+[`scorebayes.sbi.calibrated.escalation`][scorebayes.sbi.calibrated.escalation] (more calibration
+data sets, larger tables), within ``num_simulations`` and ``time_limit``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from ..checks.calibrated import check_calibrated
 from ..fitted import FittedEstimator
 from ..rounds.remedies import announce_check
 from ..sample_store import load_samples, samples_name, save_samples
+from .escalation import Escalation
 from .stage import CalibrationReport, calibrated_posterior, proposal_moments
 from .summed import summed_score_comparison
 
@@ -64,10 +68,21 @@ def calibrated_sample(est: FittedEstimator, num_samples: int, *, seed: int, chec
     names = est.parameter_names or [f"theta{k}" for k in range(est.space.dim)]
     posterior, report = calibrated_posterior(est, num_samples, seed=seed, names=names, rounds=MAX_ROUNDS - 1)
     while _table_round(est, report):
-        before = report.last_estimate()
-        posterior, report = calibrated_posterior(est, num_samples, seed=seed, names=names, report=report,
-                                                 rounds=max(2, MAX_ROUNDS - len(report.rounds)))
-        report.record_sharpening(before)
+        posterior, report = _recalibrate(est, num_samples, seed, names, report)
+    escalation = Escalation.for_fit(est)
+    result = check_calibrated(report, posterior, est.posterior_u(posterior)) if check else None
+    while result is not None and (step := escalation.next_step(est, result.verdict)) is not None:
+        def run(step=step) -> None:
+            nonlocal posterior, report
+            if step == "tables":
+                _move_tables(est, report)
+                posterior, report = _recalibrate(est, num_samples, seed, names, report, rounds=2)
+            else:
+                posterior, report = calibrated_posterior(est, num_samples, seed=seed, names=names, report=report,
+                                                         rounds=1)
+        if not escalation.take(est, step, result.verdict, run):
+            break  # its simulations failed: the posterior before it stands
+        result = check_calibrated(report, posterior, est.posterior_u(posterior), remedies=escalation.remedies())
     draws_u = est.posterior_u(posterior)
     flat = draws_u.reshape(-1, est.space.dim)
     report.summed_score = summed_score_comparison(est, flat.mean(0), flat.std(0))
@@ -75,17 +90,28 @@ def calibrated_sample(est: FittedEstimator, num_samples: int, *, seed: int, chec
         est.ledger_.note(f"  the summed-score posterior (Laplace) lies {report.summed_score['distance_sd']:.2f} "
                          "calibrated SDs away")
     est.calibration_ = report
-    posterior.info.update({"method": "score-langevin", "mode": est.mode, "calibration": report.to_dict(),
+    posterior.info.update({"method": "score-langevin", "mode": est.mode,
+                           "calibration": {**report.to_dict(), "escalation": escalation.to_dict()},
                            "simulations": sum(est.simulations_.values()),
                            "simulations_by_stage": dict(est.simulations_),
                            "dropped_by_stage": {k: dict(v) for k, v in est.ledger_.dropped.items()}})
     if check:
-        result = check_calibrated(report, posterior, draws_u)
+        result = check_calibrated(report, posterior, draws_u, remedies=escalation.remedies())
         posterior.info["check"] = result.to_dict()
         announce_check(est, result)
     if saved_as is not None:
         save_samples(est.store, saved_as, posterior)
     return posterior
+
+
+def _recalibrate(est: FittedEstimator, num_samples: int, seed: int, names: list[str], report: CalibrationReport,
+                 rounds: int | None = None) -> tuple[Posterior, CalibrationReport]:
+    """The calibration continued after a table round (new networks), with how it sharpened the posterior."""
+    before = report.last_estimate()
+    rounds = max(2, MAX_ROUNDS - len(report.rounds)) if rounds is None else rounds
+    posterior, report = calibrated_posterior(est, num_samples, seed=seed, names=names, report=report, rounds=rounds)
+    report.record_sharpening(before)
+    return posterior, report
 
 
 def _table_round(est: FittedEstimator, report: CalibrationReport) -> bool:
@@ -108,8 +134,16 @@ def _table_round(est: FittedEstimator, report: CalibrationReport) -> bool:
     plan = est.plan_
     if plan.total is not None and sum(est.simulations_.values()) + plan.round_cost() + plan.calibration > plan.total:
         return False
+    _move_tables(est, report)
+    return True
+
+
+def _move_tables(est: FittedEstimator, report: CalibrationReport) -> None:
+    """Redraw the tables around the calibrated posterior, ``TABLE_WIDTH`` of its SDs wide (no wider
+    than the last tables), and retrain the networks."""
+    table_mean, table_sd = proposal_moments(est)
+    mean, sd = report.last_estimate()
     est.ledger_.note(f"  a table round around the calibrated posterior ({TABLE_WIDTH:.0f} of its SDs wide)")
     with est.ledger_.stage("table round"):
         est.move_tables(mean, torch.minimum(TABLE_WIDTH * sd, table_sd))
     report.table_rounds += 1
-    return True
