@@ -21,11 +21,14 @@ Rounds: round 0 draws its data sets from the localized proposal; each later roun
 $\mathcal N(\bar u, (\kappa\,\mathrm{sd})^2)$ around the last calibrated posterior
 ($\kappa = 2.5$; both truncated at 3 SDs), with $\hat u = \bar u$ and the summaries of all rounds' data sets
 recomputed there. The rounds stop when the posterior mean moved less than 0.3 of its SDs and
-the SDs by less than 30% (or after ``MAX_ROUNDS``). The synthetic likelihood is fitted not to
-$T$ itself but to its local quadratic regression onto the parameters, $T' = \hat B^\top(1, z,
-z_i z_j)$ with $z$ the standardised $T$, whose mean is close to linear in $u$ where $T$'s
-curves; generic statistics $S$ of the data sets (quantiles, means, cross-products) join the
-regression when they predict the parameters of held-back data sets clearly better
+the SDs by less than 30% (or after ``MAX_ROUNDS``). A score summary whose mean curves more than
+the synthetic likelihood's quadratic allows (its lack of fit,
+[`lack_of_fit()`][scorebayes.sbi.calibrated.synthetic_likelihood.lack_of_fit], beyond
+``LACK_OF_FIT_LIMIT`` in some round) is replaced, from then on, by its local quadratic
+regression onto the parameters, $T' = \hat B^\top(1, z, z_i z_j)$ with $z$ the standardised
+$T$, whose mean is close to linear in $u$, and fitted by generalised least squares; generic
+statistics $S$ of the data sets (quantiles, means, cross-products) join the regression when
+they predict the parameters of held-back data sets clearly better
 ([`scorebayes.sbi.calibrated.statistics`][scorebayes.sbi.calibrated.statistics]). The posterior is sampled by MALA
 ([`scorebayes.sbi.calibrated.sampling`][scorebayes.sbi.calibrated.sampling]). A fifth of the latest round's data sets
 is held back (earlier rounds' all join the fit) for the local simulation-based calibration of
@@ -57,7 +60,7 @@ from ..fitted import FittedEstimator
 from .coverage import held_out_coverage
 from .sampling import sample_mala
 from .statistics import DataStatistics, fit_projection
-from .synthetic_likelihood import GaussianSyntheticLikelihood, fit_synthetic_likelihood
+from .synthetic_likelihood import GaussianSyntheticLikelihood, fit_synthetic_likelihood, lack_of_fit
 
 __all__ = ["CalibrationReport", "calibrated_posterior", "information_ratio", "proposal_moments", "score_summaries"]
 
@@ -72,6 +75,9 @@ MOVE_TOLERANCE, SD_TOLERANCE = 0.3, 1.3
 #: a table round (a sharper summary) that moved the mean more than this many SDs, or shrank an
 #: SD below this ratio, had not settled the posterior yet
 SETTLED_MOVE, SETTLED_SD_RATIO = 0.3, 0.8
+#: a score summary whose synthetic likelihood's variance exceeds its pure-error variance by
+#: this factor in some component curves more than a quadratic mean allows
+LACK_OF_FIT_LIMIT = 1.4
 
 
 @dataclass
@@ -101,6 +107,11 @@ class CalibrationReport:
     projection_gain: list[list[float] | None] = field(default_factory=list)
     #: the summed-score posterior's Laplace approximation against this one (`summed`), or None
     summed_score: dict[str, Any] | None = None
+    #: per round, the score summary's lack of fit per component (`synthetic_likelihood.lack_of_fit`)
+    lack_of_fit: list[list[float]] = field(default_factory=list)
+    #: whether some round's lack of fit passed ``LACK_OF_FIT_LIMIT``: from then on the summary
+    #: is regressed quadratically onto the parameters
+    curved: bool = False
 
     def last_estimate(self) -> tuple[Tensor, Tensor]:
         """The last round's posterior mean and SD in ``u``, ``[d]`` each."""
@@ -131,7 +142,7 @@ class CalibrationReport:
         return {"rounds": self.rounds, "coverage": self.coverage, "converged": self.converged,
                 "observed_distance": self.observed_distance, "table_rounds": self.table_rounds,
                 "sharpening": self.sharpening, "projection_gain": self.projection_gain,
-                "summed_score": self.summed_score,
+                "summed_score": self.summed_score, "lack_of_fit": self.lack_of_fit, "curved": self.curved,
                 "information_ratio": list(self.information_ratio)}
 
 
@@ -220,17 +231,19 @@ def calibrated_posterior(est: FittedEstimator, num_samples: int, *, seed: int, n
             t_obs = score_summaries(likelihood, center, observed_view)
             good = torch.isfinite(t_all).all(-1) & torch.isfinite(s_all).all(-1)
             fold = torch.arange(len(u_all)) % 2
-            projection = fit_projection(u_all[good], t_all[good], s_all[good], held[good], fold[good],
-                                        center, scale, 2 * WIDTH, t_obs[0])
-            report.projection_gain.append(projection.gain.tolist() if projection and projection.statistics else None)
             fit_rows = good & ~held
-            synthetic = fit_synthetic_likelihood(u_all[fit_rows], t_all[fit_rows], center, scale,
-                                                 bandwidth=WIDTH)
-            report.information_ratio = information_ratio(synthetic, len(likelihood.x_obs))  # of the score
+            raw = fit_synthetic_likelihood(u_all[fit_rows], t_all[fit_rows], center, scale, bandwidth=WIDTH)
+            report.information_ratio = information_ratio(raw, len(likelihood.x_obs))  # of the score
+            report.lack_of_fit.append(lack_of_fit(raw, u_all[fit_rows], t_all[fit_rows]).tolist())
+            report.curved = report.curved or max(report.lack_of_fit[-1]) > LACK_OF_FIT_LIMIT
+            projection = fit_projection(u_all[good], t_all[good], s_all[good], held[good], fold[good],
+                                        center, scale, 2 * WIDTH, t_obs[0], quadratic=report.curved)
+            report.projection_gain.append(projection.gain.tolist() if projection and projection.statistics else None)
+            synthetic = raw
             if projection is not None:  # T' (a local prediction of u) replaces T
                 t_all, t_obs = projection(t_all, s_all, fold), projection(t_obs, s_obs)
                 synthetic = fit_synthetic_likelihood(u_all[fit_rows], t_all[fit_rows], center, scale,
-                                                     bandwidth=WIDTH)
+                                                     bandwidth=WIDTH, generalised=report.curved)
             t_obs = t_obs[0]
 
             def log_posterior(u: Tensor, synthetic=synthetic, t_obs=t_obs) -> Tensor:

@@ -5,19 +5,20 @@ A Gaussian synthetic likelihood of the learned score summary $T$ needs the mean 
 close to quadratic in $u$ over the calibration's window. The score at a fixed point is often
 far from that: on a skewed posterior at moderate $n$ its mean curves by several of its noise
 SDs within one posterior SD, and a quadratic fitted over the window misses it where the
-posterior lies. The calibration data sets have known parameters $u_m$, so the summary can be
-replaced by a local prediction of $u$ from it, whose mean is close to linear in $u$ by
-construction (it predicts $u$):
+posterior lies. The calibration data sets have known parameters $u_m$, so such a summary (the synthetic
+likelihood's lack of fit shows it, `synthetic_likelihood.lack_of_fit`) can be replaced by a
+local prediction of $u$ from it, whose mean is close to linear in $u$ by construction (it
+predicts $u$):
 
 $$
-T'(\mathbf X) = \hat B^\top \big(1,\; z,\; z_i z_j,\; S(\mathbf X)\big) \in \mathbb R^d,
+T'(\mathbf X) = \hat B^\top \big(1,\; z,\; [z_i z_j],\; [S(\mathbf X)]\big) \in \mathbb R^d,
 \qquad z = (T(\mathbf X) - T(\mathbf X^*)) / s_T,
 $$
 
-a quadratic regression in the standardised summary $z$ (centred at the observed one) and,
-only when they help, linear in generic statistics $S$ of the data set: if $(z, S)$ predicts
-some $u_j$ on held-back data sets clearly better than $z$ alone, $T$ was not efficient, and
-$S$ joins. This is the semi-automatic summary of Fearnhead and Prangle (2012) built on the
+a regression in the standardised summary $z$ (centred at the observed one), quadratic for a
+curved summary, and linear in generic statistics $S$ of the data set when they help: if
+$(z, S)$ predicts some $u_j$ on held-back data sets clearly better than $z$ alone, $T$ was not
+efficient, and $S$ joins. This is the semi-automatic summary of Fearnhead and Prangle (2012) built on the
 learned one. $\hat B$ is a locally weighted least-squares fit (the synthetic likelihood's
 Gaussian kernel around the current estimate), so it is a local approximation of
 $E[u \mid T, S]$.
@@ -87,31 +88,33 @@ class DataStatistics:
 
 @dataclass
 class SummaryProjection:
-    r"""$T' = \hat B^\top (1, z, z_i z_j[, S])$, cross-fitted: ``coef [2, k, d]`` are fitted on the
+    r"""$T' = \hat B^\top (1, z[, z_i z_j][, S])$, cross-fitted: ``coef [2, k, d]`` are fitted on the
     even and the odd rows, and a row's $T'$ uses the other half's fit, so that the synthetic
     likelihood sees $T'$ as it would on new data; data sets outside the fit (held back, observed)
-    use their average. ``location``, ``spread`` ``[d]``: the standardisation of $T$;
+    use their average. ``location``, ``spread`` ``[d]``: the standardisation of $T$; ``quadratic``:
+    whether the products $z_i z_j$ are in the design;
     ``statistics``: whether $S$ is in the design; ``gain [d]``: the share of each parameter's
     held-back residual variance given $z$ that $(z, S)$ explains."""
 
     coef: Tensor
     location: Tensor
     spread: Tensor
+    quadratic: bool
     statistics: bool
     gain: Tensor
 
     def __call__(self, t: Tensor, s: Tensor, fold: Tensor | None = None) -> Tensor:
         """``t [M, d]``, ``s [M, k]``; ``fold [M]`` in {0, 1} (the row's own half) or ``None``."""
-        design = _design(t, s if self.statistics else None, self.location, self.spread)
+        design = _design(t, s if self.statistics else None, self.location, self.spread, self.quadratic)
         if fold is None:
             return design @ self.coef.mean(0)
         return torch.where(fold[:, None] == 0, design @ self.coef[1], design @ self.coef[0])
 
 
-def _design(t: Tensor, s: Tensor | None, location: Tensor, spread: Tensor) -> Tensor:
-    """``[M, 1 + d + d(d+1)/2 (+ k)]``: 1, the standardised summary, its products (and ``s``)."""
+def _design(t: Tensor, s: Tensor | None, location: Tensor, spread: Tensor, quadratic: bool) -> Tensor:
+    """``[M, 1 + d (+ d(d+1)/2) (+ k)]``: 1, the standardised summary (its products) (and ``s``)."""
     z = (t.double() - location) / spread
-    parts = [quadratic_features(z)]
+    parts = [quadratic_features(z) if quadratic else torch.cat([torch.ones_like(z[:, :1]), z], 1)]
     return torch.cat(parts if s is None else [*parts, s.double()], 1)
 
 
@@ -124,16 +127,17 @@ def _weighted_fit(features: Tensor, u: Tensor, weights: Tensor) -> Tensor:
 
 
 def fit_projection(u: Tensor, t: Tensor, s: Tensor, held: Tensor, fold: Tensor, center: Tensor, scale: Tensor,
-                   bandwidth: float, t_obs: Tensor | None = None) -> SummaryProjection | None:
+                   bandwidth: float, t_obs: Tensor | None = None, quadratic: bool = False) -> SummaryProjection | None:
     """The projection of the module docstring, fitted on the rows of ``u [M, d]``, ``t [M, d]``,
     ``s [M, k]`` not ``held [M]`` (the two ``fold [M]`` halves apart), with Gaussian kernel weights in
     ``(u - center) / (bandwidth scale)``, and judged on the held rows; ``t`` is standardised
-    around ``t_obs [d]`` (``None``: its weighted mean). $S$ joins the design when it explains
-    more than ``GAIN`` of some parameter's held-back residual variance; ``None`` when there are
-    too few rows (the summary then stays)."""
+    around ``t_obs [d]`` (``None``: its weighted mean), with its products if ``quadratic``. $S$
+    joins the design when it explains more than ``GAIN`` of some parameter's held-back residual
+    variance; ``None`` when there are too few rows, or the regression would be linear in $T$
+    alone (an affine map of $T$: the summary then stays)."""
     weights = torch.exp(-0.5 * (((u - center) / (bandwidth * scale)) ** 2).sum(-1))
     d = t.shape[1]
-    k = 1 + d + d * (d + 1) // 2 + s.shape[1]
+    k = 1 + d + (d * (d + 1) // 2 if quadratic else 0) + s.shape[1]
     halves = [~held & (fold == half) for half in (0, 1)]
     if min(float(weights[rows].sum()) for rows in halves) < 3 * k or int(held.sum()) < 20:
         return None
@@ -145,10 +149,13 @@ def fit_projection(u: Tensor, t: Tensor, s: Tensor, held: Tensor, fold: Tensor, 
     residual, coefs = [], []
     for stats in (None, s):
         coefs.append(torch.stack([_weighted_fit(_design(t[rows], None if stats is None else stats[rows], location,
-                                                        spread), u[rows], weights[rows]) for rows in halves]))
-        design = _design(t[held], None if stats is None else stats[held], location, spread)
+                                                        spread, quadratic), u[rows], weights[rows])
+                                  for rows in halves]))
+        design = _design(t[held], None if stats is None else stats[held], location, spread, quadratic)
         error = u[held] - design @ coefs[-1].mean(0)
         residual.append((weights[held, None] * error**2).sum(0) / weights[held].sum())
     gain = 1 - residual[1] / residual[0].clamp_min(1e-300)
     statistics = bool((gain > GAIN).any())
-    return SummaryProjection(coefs[1] if statistics else coefs[0], location, spread, statistics, gain)
+    if not (quadratic or statistics):
+        return None
+    return SummaryProjection(coefs[1] if statistics else coefs[0], location, spread, quadratic, statistics, gain)

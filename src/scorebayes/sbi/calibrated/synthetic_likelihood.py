@@ -11,10 +11,11 @@ $$
 with $m$ quadratic in $z$ (``[1, z, z_i z_j]``), $\log D = \operatorname{diag}$
 linear in $z$ (a regression of the log squared residuals, its intercept rescaled so that the
 standardised residuals have unit weighted variance) and a constant correlation $R$. The mean
-is fitted by feasible generalised least squares: ordinary least squares first, then each
-component weighted by its fitted precision $D_k(z)^{-2}$. A component whose noise varies
-tenfold over the fit's window, while its mean moves by many noise SDs, would otherwise be
-fitted where it is noisy and missed where it is precise, which is where it matters.
+is fitted by least squares, or (``generalised``) by feasible generalised least squares:
+ordinary least squares first, then each component weighted by its fitted precision
+$D_k(z)^{-2}$. Where the mean model does not fit exactly (a curved summary), a component whose
+noise varies tenfold over the fit's window would otherwise be fitted where it is noisy and
+missed where it is precise, which is where it matters.
 The fit is local (weights: a Gaussian kernel in $z$) and robust (two passes that
 down-weight data sets whose standardised residual lies beyond the 99% quantile of
 $\chi^2_d$).
@@ -35,12 +36,14 @@ import torch
 from scipy.stats import chi2
 from torch import Tensor
 
-__all__ = ["GaussianSyntheticLikelihood", "fit_synthetic_likelihood", "quadratic_features"]
+__all__ = ["GaussianSyntheticLikelihood", "fit_synthetic_likelihood", "lack_of_fit", "quadratic_features"]
 
 #: E log chi^2_1: the log squared residual of a unit normal, on average
 _LOG_CHI2_MEAN = -1.2703628454614782
 #: the generalised least squares' precision weights stay within this log-ratio of the centre's
 MAX_LOG_VARIANCE_RATIO = math.log(100.0)
+#: data sets per block of the nearest-neighbour search of `lack_of_fit()`
+NEIGHBOUR_CHUNK = 1024
 
 
 def quadratic_features(z: Tensor) -> Tensor:
@@ -109,7 +112,7 @@ class GaussianSyntheticLikelihood:
 
 def fit_synthetic_likelihood(u: Tensor, summaries: Tensor, center: Tensor, scale: Tensor, *,
                              bandwidth: float | None = 2.5, min_effective: float = 200.0,
-                             robust_passes: int = 2) -> GaussianSyntheticLikelihood:
+                             robust_passes: int = 2, generalised: bool = False) -> GaussianSyntheticLikelihood:
     r"""Fit the synthetic likelihood of the module docstring to ``u [M, d]`` and ``summaries [M, d]``.
 
     Arguments:
@@ -118,6 +121,7 @@ def fit_synthetic_likelihood(u: Tensor, summaries: Tensor, center: Tensor, scale
         bandwidth: the kernel's SD in units of $z$; widened until the weights' effective
             size reaches ``min_effective`` (or all data sets). ``None``: no kernel.
         robust_passes: refits that down-weight outlying data sets.
+        generalised: each component's mean weighted by its fitted precision (one more pass).
 
     Raises:
         ValueError: fewer data sets than the quadratic mean has coefficients.
@@ -141,8 +145,8 @@ def fit_synthetic_likelihood(u: Tensor, summaries: Tensor, center: Tensor, scale
     weights = kernel.clone()
     cutoff = float(chi2.ppf(0.99, d))
     precision = torch.ones_like(summaries)  # 1 / D(z)^2 per component: ordinary least squares first
-    for _ in range(robust_passes + 2):
-        # generalised least squares: each component's mean weighted by its own precision
+    for _ in range(robust_passes + 1 + int(generalised)):
+        # each component's mean weighted by its own precision (generalised least squares)
         mean_coef = torch.cat([_weighted_lstsq(quad, summaries[:, k:k + 1], weights * precision[:, k])
                                for k in range(d)], 1)
         resid = summaries - quad @ mean_coef
@@ -152,9 +156,9 @@ def fit_synthetic_likelihood(u: Tensor, summaries: Tensor, center: Tensor, scale
         w = weights / weights.sum()
         log_sd_coef[0] += 0.5 * torch.log((w[:, None] * e**2).sum(0))  # unit weighted variance
         e = resid / (lin @ log_sd_coef).exp()
-        # relative to the centre's (a constant factor per component does not change its fit)
-        log_var = 2 * z @ log_sd_coef[1:]
-        precision = torch.exp(-log_var.clamp(-MAX_LOG_VARIANCE_RATIO, MAX_LOG_VARIANCE_RATIO))
+        if generalised:  # relative to the centre's (a constant factor per component changes no fit)
+            log_var = 2 * z @ log_sd_coef[1:]
+            precision = torch.exp(-log_var.clamp(-MAX_LOG_VARIANCE_RATIO, MAX_LOG_VARIANCE_RATIO))
         corr = (w[:, None] * e).T @ e
         corr = corr / torch.outer(corr.diagonal().sqrt(), corr.diagonal().sqrt())
         chol = torch.linalg.cholesky(corr + 1e-9 * torch.eye(d, dtype=torch.float64))
@@ -166,3 +170,27 @@ def fit_synthetic_likelihood(u: Tensor, summaries: Tensor, center: Tensor, scale
 
 def _effective(weights: Tensor) -> float:
     return float(weights.sum() ** 2 / (weights**2).sum().clamp_min(1e-300))
+
+
+def lack_of_fit(synthetic: GaussianSyntheticLikelihood, u: Tensor, summaries: Tensor, *, radius: float = 2.0) -> Tensor:
+    r"""Per summary component, the synthetic likelihood's variance over the pure-error variance,
+    ``[d]``, on the data sets within ``radius`` of the fit's centre (in $z$).
+
+    The pure error is estimated from nearest neighbours in $z$: half the mean squared difference
+    of the summaries of each data set and its nearest neighbour. A mean model that fits leaves
+    residuals as large as that noise (ratio about 1, a little below from the neighbours' distance);
+    a mean that curves more than the quadratic allows inflates the fitted variance with its
+    misfit, and the ratio grows (the lack-of-fit test of regression with replicates)."""
+    z = synthetic.z(u.to(torch.float64))
+    near = (z**2).sum(-1) <= radius**2
+    if int(near.sum()) < 20:
+        return torch.ones(summaries.shape[-1], dtype=torch.float64)
+    z, t = z[near], summaries.to(torch.float64)[near]
+    neighbour = torch.empty(len(z), dtype=torch.long)
+    for start in range(0, len(z), NEIGHBOUR_CHUNK):  # [chunk, M] distances at a time
+        distance = torch.cdist(z[start:start + NEIGHBOUR_CHUNK], z)
+        distance[:, start:start + NEIGHBOUR_CHUNK].fill_diagonal_(math.inf)
+        neighbour[start:start + NEIGHBOUR_CHUNK] = distance.argmin(1)
+    pure = 0.5 * ((t - t[neighbour]) ** 2).mean(0)
+    _, log_sd = synthetic.moments(u.to(torch.float64)[near])
+    return (2 * log_sd).exp().mean(0) / pure.clamp_min(1e-300)
