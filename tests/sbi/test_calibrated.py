@@ -283,9 +283,7 @@ def test_a_curved_summary_is_calibrated_through_its_regression_onto_the_paramete
     """T = exp(mean of the data) is sufficient, but its mean curves over the calibration's
     window: the synthetic likelihood's lack of fit asks for the regression of T onto u, and the
     calibrated posterior through it is the conjugate one (data statistics kept out: they hold
-    the data mean itself). A regression with its design broken (the summary's products dropped
-    but flagged as quadratic) is caught by the same bounds only if they are tight, so they are
-    those of the Monte Carlo error."""
+    the data mean itself); the bounds are those of the Monte Carlo error."""
     from scorebayes.sbi.calibrated import statistics as statistics_module
 
     monkeypatch.setattr(statistics_module, "GAIN", math.inf)

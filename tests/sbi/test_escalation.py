@@ -94,7 +94,7 @@ def test_a_failed_check_escalates_the_calibration_within_the_caps(monkeypatch, t
     the real check. A time limit of 0 starts no step."""
     calls = _failing_first_check(monkeypatch)
     budget = 3_000
-    est, posterior, x_obs = _fit(calibration_size=60, num_simulations=budget, time_limit=time_limit)
+    _, posterior, _ = _fit(calibration_size=60, num_simulations=budget, time_limit=time_limit)
     escalation = posterior.info["calibration"]["escalation"]
     check = posterior.info["check"]
     spent = posterior.info["simulations_by_stage"]
@@ -161,10 +161,9 @@ def test_a_stage_that_raises_is_recorded_with_what_it_spent_and_dropped():
     though it raised, so the dropped counts by stage add up to the run's."""
     simulations, faults = {}, {"failed": 0, "nonfinite": 0}
     ledger = Ledger(simulations, False, faults=faults)
-    with pytest.raises(RuntimeError):
-        with ledger.stage("calibration 3"):
-            simulations["calibration"] = 120.0
-            faults["nonfinite"] += 120
-            raise RuntimeError("too many non-finite data sets")
+    with pytest.raises(RuntimeError), ledger.stage("calibration 3"):
+        simulations["calibration"] = 120.0
+        faults["nonfinite"] += 120
+        raise RuntimeError("too many non-finite data sets")
     assert ledger.records[-1]["stage"] == "calibration 3" and ledger.records[-1]["simulations"] == 120
     assert ledger.dropped["calibration 3"] == {"failed": 0, "nonfinite": 120}

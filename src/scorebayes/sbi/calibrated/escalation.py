@@ -46,7 +46,7 @@ from typing import Any
 from ...simulators import SimulatorError
 from ..fitted import FittedEstimator
 
-__all__ = ["Escalation", "STEPS"]
+__all__ = ["STEPS", "Escalation"]
 
 #: the steps in the order they are taken
 STEPS = ("calibration", "tables")

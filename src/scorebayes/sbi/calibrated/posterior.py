@@ -19,8 +19,8 @@ score summary missed information that generic data statistics carry
 ([`scorebayes.sbi.calibrated.statistics`][scorebayes.sbi.calibrated.statistics]) or the calibration
 rounds had not settled. A table round that still moved the mean by more than 0.3 SDs or shrank
 an SD below 0.8 of the previous one is followed by another (at most ``MAX_TABLE_ROUNDS``), one
-that did not ends them; the verdict warns when the last one still did. A verdict other than
-``pass`` then starts the escalation of
+that did not ends them; the verdict warns when the last one still did. A verdict of ``fail``
+then starts the escalation of
 [`scorebayes.sbi.calibrated.escalation`][scorebayes.sbi.calibrated.escalation] (more calibration
 data sets, larger tables), within ``num_simulations`` and ``time_limit``.
 """
@@ -141,7 +141,7 @@ def _table_round(est: FittedEstimator, report: CalibrationReport) -> bool:
 def _move_tables(est: FittedEstimator, report: CalibrationReport) -> None:
     """Redraw the tables around the calibrated posterior, ``TABLE_WIDTH`` of its SDs wide (no wider
     than the last tables), and retrain the networks."""
-    table_mean, table_sd = proposal_moments(est)
+    _, table_sd = proposal_moments(est)
     mean, sd = report.last_estimate()
     est.ledger_.note(f"  a table round around the calibrated posterior ({TABLE_WIDTH:.0f} of its SDs wide)")
     with est.ledger_.stage("table round"):

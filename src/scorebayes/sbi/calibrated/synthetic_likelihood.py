@@ -144,11 +144,13 @@ def fit_synthetic_likelihood(u: Tensor, summaries: Tensor, center: Tensor, scale
             h *= 1.25
     weights = kernel.clone()
     cutoff = float(chi2.ppf(0.99, d))
-    precision = torch.ones_like(summaries)  # 1 / D(z)^2 per component: ordinary least squares first
+    precision = torch.ones_like(summaries)  # 1 / D(z)^2 per component (generalised): OLS first
     for _ in range(robust_passes + 1 + int(generalised)):
-        # each component's mean weighted by its own precision (generalised least squares)
-        mean_coef = torch.cat([_weighted_lstsq(quad, summaries[:, k:k + 1], weights * precision[:, k])
-                               for k in range(d)], 1)
+        if generalised:  # each component's mean weighted by its own precision
+            mean_coef = torch.cat([_weighted_lstsq(quad, summaries[:, k:k + 1], weights * precision[:, k])
+                                   for k in range(d)], 1)
+        else:
+            mean_coef = _weighted_lstsq(quad, summaries, weights)
         resid = summaries - quad @ mean_coef
         log_sd_coef = 0.5 * _weighted_lstsq(lin, torch.log(resid**2 + 1e-300), weights)
         log_sd_coef[0] -= 0.5 * _LOG_CHI2_MEAN
@@ -180,7 +182,9 @@ def lack_of_fit(synthetic: GaussianSyntheticLikelihood, u: Tensor, summaries: Te
     of the summaries of each data set and its nearest neighbour. A mean model that fits leaves
     residuals as large as that noise (ratio about 1, a little below from the neighbours' distance);
     a mean that curves more than the quadratic allows inflates the fitted variance with its
-    misfit, and the ratio grows (the lack-of-fit test of regression with replicates)."""
+    misfit, and the ratio grows (the lack-of-fit test of regression with replicates). With fewer
+    than 20 data sets within ``radius`` (a sparse window in several dimensions) there is no
+    evidence either way, and the ratios are 1."""
     z = synthetic.z(u.to(torch.float64))
     near = (z**2).sum(-1) <= radius**2
     if int(near.sum()) < 20:
