@@ -2,7 +2,9 @@
 traceback), the user's code raising (exit 2, the user's file and line), a bug (exit 1, "a bug in
 scorebayes", the traceback in DIR/error.log)."""
 
+import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -137,3 +139,20 @@ def test_other_commands_report_bad_input_in_one_line(tmp_path, capsys, monkeypat
     code = main(command)
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_bench_help_reaches_the_benchmark_and_the_bare_command_lists_them(capsys, monkeypatch):
+    """``bench NAME --help`` prints the benchmark's own options (not the ``bench`` command's),
+    ``bench --help`` the list of benchmarks, and ``bench`` alone is bad input."""
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    monkeypatch.setattr(sys, "argv", list(sys.argv))  # the bench command sets the script's argv
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "peers", "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "--nle-init" in out and "--methods" in out
+    assert main(["bench", "--help"]) == 0
+    assert "peers" in capsys.readouterr().out.split("benchmarks:")[1]
+    assert main(["bench"]) == 2
+    assert capsys.readouterr().err.startswith("scorebayes: error: bench needs a benchmark name")

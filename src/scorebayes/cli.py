@@ -114,10 +114,18 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace, rest: list[str]) -> int:
+    """Run ``benchmarks/NAME.py`` with the remaining arguments (``--help`` included: the
+    benchmark's own options); without a name, list the benchmarks."""
     folder = _find_benchmarks()
+    names = sorted(p.stem.replace("_", "-") for p in folder.glob("*.py") if not p.stem.startswith("_"))
+    if args.name is None:
+        print("usage: scorebayes bench NAME [options]  (scorebayes bench NAME --help: its options)\n"
+              f"benchmarks: {', '.join(names)}")
+        if {"-h", "--help"} & set(rest):
+            return 0
+        raise ConfigError("bench needs a benchmark name")
     script = folder / f"{args.name.replace('-', '_')}.py"
     if not script.is_file():
-        names = sorted(p.stem.replace("_", "-") for p in folder.glob("*.py") if not p.stem.startswith("_"))
         raise ConfigError(f"unknown benchmark {args.name!r}; available: {names}")
     sys.argv = [str(script), *rest]
     sys.path.insert(0, str(folder))
@@ -146,8 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="how far the runs in run directories got (safe mid-run)")
     status.add_argument("dirs", nargs="+", metavar="DIR")
 
-    bench = sub.add_parser("bench", help="run a benchmark from benchmarks/ (extra args passed on)")
-    bench.add_argument("name")
+    # no help option of its own: ``bench NAME --help`` reaches the benchmark's parser
+    bench = sub.add_parser("bench", help="run a benchmark from benchmarks/ (extra args passed on)", add_help=False)
+    bench.add_argument("name", nargs="?")
     return parser
 
 
