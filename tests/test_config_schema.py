@@ -233,8 +233,8 @@ def test_cli_reference_has_a_section_per_method_and_table():
     for method in SCHEMAS:
         assert f"## `{method}`" in text
     assert "### [options] schedule" in text and "### [[prior]]" in text
-    assert "| `table_size` | int >= 1 | 20000 (single), 1000 (other modes) |" in text
-    assert ("| `num_simulations` | float > 0 | the default plan's total (about 7,200 at n = 200; 3,600 with "
+    assert "| `table_size` | int >= 1 | 80000 (single), 1000 (other modes) |" in text
+    assert ("| `num_simulations` | float > 0 | the default plan's total (about 7,800 at n = 200; 4,200 with "
             "calibrate = false) | the whole simulation budget, in data sets of the observed size n") in text
     assert "| `normal` | `loc` a finite number, `scale` > 0 |" in text
     cells = [len(re.split(r"(?<!\\)\|", line)) - 2 for line in text.splitlines() if line.startswith("| `")]

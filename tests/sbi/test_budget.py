@@ -23,8 +23,8 @@ def test_without_a_budget_the_default_plan_is_used_and_costed_in_data_sets_of_si
     assert (plan.single_rows, plan.num_groups, plan.group_size) == (DEFAULT_PLAN["single_rows"], 500, 200)
     costs = plan.costs()
     assert costs["localization"] == 20 * 100  # replicates x iterations x m / n, m = n
-    assert costs["table_S"] == 20_000 / 200 and costs["table_R"] == 500
-    assert costs["reserve"] == 100 + 500 + 200
+    assert costs["table_S"] == 80_000 / 200 and costs["table_R"] == 500
+    assert costs["reserve"] == 400 + 500 + 200
 
 
 def test_explicit_sizes_are_kept_and_the_rest_scaled():

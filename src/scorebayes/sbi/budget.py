@@ -11,7 +11,7 @@ The default plan (sizes not given explicitly):
 stage              default
 =================  ==========================================================================
 localization       20 replicates x 100 iterations (Nelder-Mead: at most 100 evaluations each)
-``table_S``        20,000 single observations (single mode)
+``table_S``        80,000 single observations (single mode; 400 data sets at n = 200)
 ``table_R``        500 groups of $m_R = \min(1000, \max(100, n))$ observations (single mode)
 ``table_N``        1,000 data sets (modes n, full, markov)
 calibration        up to 4 rounds of 1,000 data sets ([`scorebayes.sbi.calibrated`][scorebayes.sbi.calibrated])
@@ -20,6 +20,13 @@ check              200 data sets at the posterior mean ([`scorebayes.sbi.checks.
 reserve            one more table round (and its check, without calibration), spent only if
                    the check (or, with calibration, the calibrated posterior) asks for it
 =================  ==========================================================================
+
+The single mode's table is large because its rows are cheap ($1/n$ of a data set each) and the
+calibrated posterior's accuracy is set by the learned single-observation score: the calibration
+removes what an affine map of the summary absorbs, but an error $e(x)$ of the score that varies
+with the observation moves the posterior by $\sum_i e(x_i) / \sqrt{n I}$ posterior SDs on the
+observed data, typically of the order of the score's relative RMS error, and more when a few extreme observations
+fall where the table had few rows.
 
 A given ``num_simulations`` $B$ is the whole cost: the plan's sizes are scaled by a common
 factor so that they sum to $B$ (sizes given explicitly stay as given; a stage never
@@ -42,7 +49,7 @@ from tqdm.auto import tqdm
 __all__ = ["DEFAULT_PLAN", "MAX_ROUNDS", "BudgetPlan", "Ledger", "plan_budget", "plan_fit"]
 
 #: the default plan's sizes, and each scalable size's floor
-DEFAULT_PLAN = {"replicates": 20, "iterations": 100, "single_rows": 20_000, "num_groups": 500,
+DEFAULT_PLAN = {"replicates": 20, "iterations": 100, "single_rows": 80_000, "num_groups": 500,
                 "num_data_sets": 1_000, "check": 200, "calibration": 1_000}
 FLOORS = {"iterations": 20, "single_rows": 1_000, "num_groups": 50, "num_data_sets": 50, "check": 50,
           "calibration": 200}

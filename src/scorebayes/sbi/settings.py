@@ -85,10 +85,10 @@ class Tables:
         num_simulations: the whole simulation budget, localization, tables and the fit's check
             included, in data sets of the observed size $n$ (a single-observation row costs
             $1/n$). ``None``: the default plan's own total (`scorebayes.sbi.budget`; about
-            7,200 at $n = 200$ with the calibration, 3,600 without). The sizes below that are not
+            7,800 at $n = 200$ with the calibration, 4,200 without). The sizes below that are not
             given are scaled to it.
         table_size: rows of the main table: $N_S$ single observations (mode ``"single"``,
-            default 20,000) or $N$ data sets (other modes, default 1,000).
+            default 80,000) or $N$ data sets (other modes, default 1,000).
         num_groups, group_size: $N_R$ (default 500) and $m_R$ (default
             $\min(1000, \max(100, n))$) of $\mathcal D^R$ (single mode).
         antithetic: mirrored parameter pairs with common random numbers in the main table
