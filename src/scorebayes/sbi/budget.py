@@ -25,8 +25,8 @@ The single mode's table is large because its rows are cheap ($1/n$ of a data set
 calibrated posterior's accuracy is set by the learned single-observation score: the calibration
 removes what an affine map of the summary absorbs, but an error $e(x)$ of the score that varies
 with the observation moves the posterior by $\sum_i e(x_i) / \sqrt{n I}$ posterior SDs on the
-observed data, typically of the order of the score's relative RMS error, and more when a few extreme observations
-fall where the table had few rows.
+observed data: typically of the order of the score's relative RMS error, more when a few
+extreme observations fall where the table had few rows.
 
 A given ``num_simulations`` $B$ is the whole cost: the plan's sizes are scaled by a common
 factor so that they sum to $B$ (sizes given explicitly stay as given; a stage never

@@ -52,8 +52,9 @@ MAX_PRODUCT_COLUMNS = 10
 CHUNK_ELEMENTS = 2**22
 #: the data statistics join the regression when they explain this share of some parameter's
 #: held-back residual variance. Statistics that explain a share g and are left out cost the
-#: posterior a data-specific error of about sqrt(g / (1 - g)) of its SDs (0.33 at g = 0.1), but
-#: joining them at smaller gains adds as much error through their fitted coefficients as it removes
+#: posterior a data-specific error of about sqrt(g / (1 - g)) of its SDs (0.33 at g = 0.1); but
+#: joined at smaller gains, their fitted coefficients add error too (at 0.05, as many fits of
+#: the suite crossed the 0.3-SD border outwards as inwards)
 GAIN = 0.1
 
 
