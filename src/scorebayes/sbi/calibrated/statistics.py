@@ -43,7 +43,7 @@ from torch import Tensor
 
 from ...scores.layers import Standardiser
 from ...scores.normal_scores import NormalScores
-from .synthetic_likelihood import quadratic_features
+from .synthetic_likelihood import linear_features, quadratic_features
 
 __all__ = ["DataStatistics", "SummaryProjection", "fit_projection", "GAIN"]
 
@@ -117,7 +117,7 @@ class SummaryProjection:
 def _design(t: Tensor, s: Tensor | None, location: Tensor, spread: Tensor, quadratic: bool) -> Tensor:
     """``[M, 1 + d (+ d(d+1)/2) (+ k)]``: 1, the standardised summary (its products) (and ``s``)."""
     z = (t.double() - location) / spread
-    parts = [quadratic_features(z) if quadratic else torch.cat([torch.ones_like(z[:, :1]), z], 1)]
+    parts = [quadratic_features(z) if quadratic else linear_features(z)]
     return torch.cat(parts if s is None else [*parts, s.double()], 1)
 
 

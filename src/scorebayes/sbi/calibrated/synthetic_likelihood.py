@@ -36,7 +36,8 @@ import torch
 from scipy.stats import chi2
 from torch import Tensor
 
-__all__ = ["GaussianSyntheticLikelihood", "fit_synthetic_likelihood", "lack_of_fit", "quadratic_features"]
+__all__ = ["GaussianSyntheticLikelihood", "fit_synthetic_likelihood", "lack_of_fit", "linear_features",
+           "quadratic_features"]
 
 #: E log chi^2_1: the log squared residual of a unit normal, on average
 _LOG_CHI2_MEAN = -1.2703628454614782
@@ -185,7 +186,8 @@ def lack_of_fit(synthetic: GaussianSyntheticLikelihood, u: Tensor, summaries: Te
     misfit, and the ratio grows (the lack-of-fit test of regression with replicates). With fewer
     than 20 data sets within ``radius`` (a sparse window in several dimensions) there is no
     evidence either way, and the ratios are 1."""
-    z = synthetic.z(u.to(torch.float64))
+    u = u.to(torch.float64)
+    z = synthetic.z(u)
     near = (z**2).sum(-1) <= radius**2
     if int(near.sum()) < 20:
         return torch.ones(summaries.shape[-1], dtype=torch.float64)
@@ -196,5 +198,5 @@ def lack_of_fit(synthetic: GaussianSyntheticLikelihood, u: Tensor, summaries: Te
         distance[:, start:start + NEIGHBOUR_CHUNK].fill_diagonal_(math.inf)
         neighbour[start:start + NEIGHBOUR_CHUNK] = distance.argmin(1)
     pure = 0.5 * ((t - t[neighbour]) ** 2).mean(0)
-    _, log_sd = synthetic.moments(u.to(torch.float64)[near])
+    _, log_sd = synthetic.moments(u[near])
     return (2 * log_sd).exp().mean(0) / pure.clamp_min(1e-300)
