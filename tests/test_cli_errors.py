@@ -65,7 +65,7 @@ def test_bad_input_is_exit_2_one_line_and_no_traceback(tmp_path, capsys):
 
 
 def test_a_bug_in_the_library_is_exit_1_with_the_traceback_in_error_log(tmp_path, capsys, monkeypatch):
-    import scorebayes.apps.baselines as baselines
+    from scorebayes.apps import baselines
 
     def broken(*args, **kwargs):
         raise RuntimeError("index out of range in the table")
@@ -83,7 +83,7 @@ def test_a_bug_in_the_library_is_exit_1_with_the_traceback_in_error_log(tmp_path
 
 
 def test_a_library_value_error_is_a_bug_not_bad_input(tmp_path, capsys, monkeypatch):
-    import scorebayes.apps.baselines as baselines
+    from scorebayes.apps import baselines
 
     def broken(*args, **kwargs):
         raise ValueError("shapes [3, 2] and [2] do not match")
