@@ -53,8 +53,9 @@ CHUNK_ELEMENTS = 2**22
 #: the data statistics join the regression when they explain this share of some parameter's
 #: held-back residual variance. Statistics that explain a share g and are left out cost the
 #: posterior a data-specific error of about sqrt(g / (1 - g)) of its SDs (0.33 at g = 0.1); but
-#: joined at smaller gains, their fitted coefficients add error too (at 0.05, as many fits of
-#: the suite crossed the 0.3-SD border outwards as inwards)
+#: joined, their fitted coefficients add an error of their own, and the gain is judged on the
+#: held-back fifth of one round's data sets, so a lower threshold moves about as many posteriors
+#: away from the exact one as towards it
 GAIN = 0.1
 
 
